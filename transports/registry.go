@@ -74,6 +74,16 @@ func (r *Registry) Types() []string {
 	return out
 }
 
+// KnownFields returns every field a template of type typ may carry (the
+// base fields and the type's own), or nil for an unknown type.
+func (r *Registry) KnownFields(typ string) []string {
+	info, ok := r.Lookup(typ)
+	if !ok {
+		return nil
+	}
+	return KnownFields(info.Template)
+}
+
 // ParseTemplate reads call_template_type from raw and hands raw to that
 // type's parser. An unknown type is an invalid_template error naming it
 // and the valid types.

@@ -87,6 +87,10 @@ type Info struct {
 	ParseTemplate func(raw json.RawMessage) (utcp.CallTemplate, error)
 	// New creates the Transport. It must not start work that outlives Close.
 	New func(opts Options) (Transport, error)
+	// Template is a zero value of the transport's template spec (a pointer
+	// to its Template struct). It lists the type's fields for "did you
+	// mean" hints and documentation checks.
+	Template any
 }
 
 // Sentinel errors transports wrap with %w. Each is a *utcp.Error, so

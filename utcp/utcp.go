@@ -125,8 +125,8 @@ type Auth struct {
 
 	// api_key
 	APIKey   string `json:"api_key,omitempty"`
-	VarName  string `json:"var_name,omitempty"`  // default "X-Api-Key" (api_key), "Authorization" (oauth2_user)
-	Location string `json:"location,omitempty"`  // header (default), query, cookie
+	VarName  string `json:"var_name,omitempty"` // default "X-Api-Key" (api_key), "Authorization" (oauth2_user)
+	Location string `json:"location,omitempty"` // header (default), query, cookie
 
 	// basic
 	Username string `json:"username,omitempty"`

@@ -1,0 +1,45 @@
+# utcpd — see README.md. Every target works on a fresh checkout once
+# `go mod download` has run (.ci/run does it).
+
+GO          ?= go
+STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
+PKGS        ?= ./...
+FUZZTIME    ?= 20s
+BENCHTIME   ?= 1s
+
+.PHONY: all build test quicktest lint fuzz bench clean
+
+all: build
+
+## build: the utcpd binary in ./bin
+build:
+	$(GO) build -o bin/utcpd ./cmd/utcpd
+
+## test: what CI gates on — every package, race detector on, random order
+test:
+	$(GO) test -race -shuffle=on -timeout 20m $(PKGS)
+
+## quicktest: fast feedback, no race detector
+quicktest:
+	$(GO) test -short $(PKGS)
+
+## lint: gofmt, go vet, staticcheck
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	$(GO) vet $(PKGS)
+	$(GO) run $(STATICCHECK) $(PKGS)
+
+## fuzz: run every native fuzz target for FUZZTIME each
+fuzz:
+	@set -e; for pkg in $$($(GO) list ./...); do \
+	  for f in $$($(GO) test -list '^Fuzz' $$pkg 2>/dev/null | grep '^Fuzz' || true); do \
+	    echo "== $$pkg $$f"; $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg; \
+	  done; \
+	done
+
+## bench: the benchmarks recorded in docs/benchmarks.md
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./registry/ ./gateway/
+
+clean:
+	rm -rf bin

@@ -1,0 +1,59 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/utcpd/utcpd/manuals"
+	"github.com/utcpd/utcpd/transports"
+)
+
+func newConfigCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "config",
+		Short: "Work with configuration files",
+	}
+	var strict bool
+	validate := &cobra.Command{
+		Use:   "validate FILE",
+		Short: "Check a configuration file and report every problem with its location",
+		Long: `validate loads FILE as a UTCP client configuration (v1.1, or legacy v0.1
+providers), parses every manual call template with its transport, and prints
+each problem as "file:line: json.path: message". Unknown fields are warnings
+(with the closest known field); --strict makes them errors.
+
+It exits 0 when the file is usable, 2 when it has errors.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			out := cmd.OutOrStdout()
+			cfg, err := manuals.LoadConfig(args[0], manuals.Options{Strict: strict})
+			if err != nil {
+				ps := manuals.ProblemsOf(err)
+				if len(ps) == 0 {
+					return &exitError{code: exitUsage, err: err}
+				}
+				for _, p := range ps {
+					fmt.Fprintln(out, p.String())
+				}
+				return &exitError{code: exitUsage, err: fmt.Errorf("%s: %d problem(s)", args[0], len(ps))}
+			}
+			errs := 0
+			ps := manuals.Validate(cfg, transports.Default, strict)
+			for _, p := range ps {
+				fmt.Fprintln(out, p.String())
+				if p.Severity == manuals.SeverityError {
+					errs++
+				}
+			}
+			if errs > 0 {
+				return &exitError{code: exitUsage, err: fmt.Errorf("%s: %d error(s)", args[0], errs)}
+			}
+			fmt.Fprintf(out, "%s: OK (%d manual call templates, %d warnings)\n", args[0], len(cfg.ManualCallTemplates), len(ps))
+			return nil
+		},
+	}
+	validate.Flags().BoolVar(&strict, "strict", false, "treat unknown fields and ignored settings as errors")
+	cmd.AddCommand(validate)
+	return cmd
+}

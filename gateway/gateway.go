@@ -1,0 +1,176 @@
+// Package gateway is the UTCP client API as a service: it ties the tool
+// registry, the transports, the guard chain, variables and auth together.
+//
+// Every front (REST, MCP, LLM adapters) calls tools through one Gateway, so
+// the same guard, protocol check, argument validation and post-processing
+// apply whichever front a call arrives through. A Gateway is safe for
+// concurrent use; registering or removing a manual never blocks calls in
+// flight.
+package gateway
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/utcpd/utcpd/guard"
+	"github.com/utcpd/utcpd/manuals"
+	"github.com/utcpd/utcpd/registry"
+	"github.com/utcpd/utcpd/transports"
+	"github.com/utcpd/utcpd/utcp"
+)
+
+// Options configure a Gateway. The zero value is usable: every transport of
+// transports.Default, an allow-all guard, variables from the environment.
+type Options struct {
+	// Transports maps call_template_type to transport; default
+	// transports.Default.
+	Transports *transports.Registry
+	// TransportConfig holds per-type configuration handed to Info.New.
+	TransportConfig map[string]json.RawMessage
+	// Guard decides every call before dispatch; default guard.AllowAll.
+	Guard guard.Guard
+	// Variables resolves ${VAR} references; default: the environment only.
+	Variables *manuals.Resolver
+	// PostProcessors are applied, in order, to every result and event.
+	PostProcessors []manuals.PostProcessor
+	// TagWeight and DescriptionWeight tune search_tools (defaults 3 and 1).
+	TagWeight, DescriptionWeight float64
+	// Tokens caches oauth2 tokens for every transport; default a cache
+	// over a pooled HTTP client.
+	Tokens transports.TokenSource
+	// OnCall, when set, is called once after every call with its record
+	// (metrics, audit). It must be fast and must not block.
+	OnCall func(*CallRecord)
+	// Logger receives registration warnings and transport logs.
+	Logger *slog.Logger
+}
+
+// CallRecord describes one finished call, for metrics and audit.
+type CallRecord struct {
+	Tool      string // as requested
+	Qualified string // resolved name, "" when unresolved
+	Protocol  string
+	Principal string
+	Verdict   guard.Verdict
+	Code      utcp.Code // "" on success
+	Err       error
+	Start     time.Time
+	Duration  time.Duration
+	Stream    bool
+}
+
+// Gateway is the UTCP client as a service. Create it with New.
+type Gateway struct {
+	opts    Options
+	log     *slog.Logger
+	types   *transports.Registry
+	reg     *registry.Registry
+	guard   guard.Guard
+	vars    atomic.Pointer[manuals.Resolver]
+	varsGen atomic.Uint64
+	post    []manuals.PostProcessor
+	tokens  transports.TokenSource
+
+	mu         sync.Mutex
+	transports map[string]transports.Transport
+	closed     bool
+	regLock    sync.Mutex // serialises name checks and registry updates
+}
+
+// New returns a Gateway.
+func New(opts Options) (*Gateway, error) {
+	g := &Gateway{opts: opts, transports: map[string]transports.Transport{}}
+	g.log = opts.Logger
+	if g.log == nil {
+		g.log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	g.types = opts.Transports
+	if g.types == nil {
+		g.types = transports.Default
+	}
+	g.guard = opts.Guard
+	if g.guard == nil {
+		g.guard = guard.AllowAll
+	}
+	var regOpts []registry.Option
+	if opts.TagWeight != 0 || opts.DescriptionWeight != 0 {
+		regOpts = append(regOpts, registry.WithSearchWeights(opts.TagWeight, opts.DescriptionWeight))
+	}
+	g.reg = registry.New(regOpts...)
+	vars := opts.Variables
+	if vars == nil {
+		var err error
+		if vars, err = manuals.NewResolver(nil, manuals.ResolverOptions{}); err != nil {
+			return nil, err
+		}
+	}
+	g.vars.Store(vars)
+	g.post = opts.PostProcessors
+	g.tokens = opts.Tokens
+	if g.tokens == nil {
+		g.tokens = transports.NewTokenCache(transports.NewHTTPClient(transports.ClientOptions{}))
+	}
+	return g, nil
+}
+
+// Registry returns the tool registry (read-only use).
+func (g *Gateway) Registry() *registry.Registry { return g.reg }
+
+// SetVariables replaces the variable resolver (on config reload). Tool
+// templates are substituted again on their next call.
+func (g *Gateway) SetVariables(r *manuals.Resolver) {
+	g.vars.Store(r)
+	g.varsGen.Add(1)
+}
+
+// transport returns the shared Transport of type typ, creating it on first
+// use.
+func (g *Gateway) transport(typ string) (transports.Transport, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		return nil, utcp.NewError(utcp.CodeUnavailable, "gateway is closed")
+	}
+	if tr, ok := g.transports[typ]; ok {
+		return tr, nil
+	}
+	info, ok := g.types.Lookup(typ)
+	if !ok {
+		return nil, utcp.NewError(utcp.CodeInvalidTemplate, "unknown call_template_type %q", typ)
+	}
+	tr, err := info.New(transports.Options{
+		Config: g.opts.TransportConfig[typ],
+		Logger: g.log.With("transport", typ),
+		Tokens: g.tokens,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("starting %s transport: %w", typ, err)
+	}
+	g.transports[typ] = tr
+	return tr, nil
+}
+
+// Close deregisters every manual and closes every transport. Calls in
+// flight are not waited for; cancel them first for a graceful stop.
+func (g *Gateway) Close() error {
+	g.mu.Lock()
+	if g.closed {
+		g.mu.Unlock()
+		return nil
+	}
+	g.closed = true
+	trs := g.transports
+	g.transports = map[string]transports.Transport{}
+	g.mu.Unlock()
+	var errs []error
+	for _, tr := range trs {
+		errs = append(errs, tr.Close())
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,382 @@
+package gateway
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/utcpd/utcpd/manuals"
+	"github.com/utcpd/utcpd/registry"
+	"github.com/utcpd/utcpd/transports"
+	"github.com/utcpd/utcpd/utcp"
+)
+
+// RegisterOptions tune one registration.
+type RegisterOptions struct {
+	// Source records where the manual came from: "config", "dir" or "api".
+	Source string
+	// Replace allows replacing a registered manual of the same name
+	// atomically; without it a taken name is manual_exists.
+	Replace bool
+	// Manual, when set, is used instead of discovering the manual from
+	// its backend (a stored copy served at start while the backend is
+	// re-discovered in the background).
+	Manual *utcp.Manual
+}
+
+// RegisterResult reports one registration.
+type RegisterResult struct {
+	// Name is the sanitised manual name.
+	Name string `json:"name"`
+	// Tools are the qualified names of the registered tools.
+	Tools []string `json:"tools"`
+	// Warnings name what was dropped or ignored (unknown fields, tools
+	// using a protocol the manual does not allow, invalid tool templates).
+	Warnings []string `json:"warnings"`
+	// Manual is the discovered manual, tool names unqualified.
+	Manual *utcp.Manual `json:"-"`
+	// Err is set by RegisterManuals for a registration that failed.
+	Err error `json:"-"`
+}
+
+// manualState is the gateway's per-manual data (registry.Manual.Ext).
+type manualState struct {
+	tmpl     *utcp.CallTemplate // parsed, variables unresolved
+	resolved *utcp.CallTemplate // variables resolved, as used for discovery
+	tr       transports.Transport
+	// calls holds a read lock for every call in flight through this
+	// manual; deregistration takes the write lock, so it waits for them.
+	calls sync.RWMutex
+}
+
+// RegisterManual registers the manual that one manual call template (v1.1
+// or legacy v0.1) points at: it parses and validates the template, resolves
+// its variables, discovers the manual through the template's transport,
+// drops the tools that allowed_communication_protocols refuses, and adds
+// the rest to the registry as "manual.tool".
+func (g *Gateway) RegisterManual(ctx context.Context, raw json.RawMessage, opts RegisterOptions) (*RegisterResult, error) {
+	raw, warns, err := manuals.NormalizeTemplate(raw)
+	if err != nil {
+		return nil, asCode(err, utcp.CodeInvalidTemplate)
+	}
+	res := &RegisterResult{}
+	for _, w := range warns {
+		res.Warnings = append(res.Warnings, w.String())
+	}
+	tmpl, err := g.types.ParseTemplate(raw)
+	if err != nil {
+		return nil, err
+	}
+	res.Warnings = append(res.Warnings, g.unknownFieldWarnings("", &tmpl)...)
+	if tmpl.Name == "" {
+		tmpl.Name = randomName()
+		raw = setField(raw, "name", tmpl.Name)
+		tmpl.Raw = raw
+	}
+	name := utcp.SanitizeName(tmpl.Name)
+	if name != tmpl.Name {
+		res.Warnings = append(res.Warnings, fmt.Sprintf("manual name %q sanitised to %q", tmpl.Name, name))
+		tmpl.Name = name
+	}
+	res.Name = name
+	if !opts.Replace {
+		if _, ok := g.reg.Manual(name); ok {
+			return nil, manualExists(name)
+		}
+	}
+	resolved, err := g.resolve(&tmpl, name)
+	if err != nil {
+		return nil, err
+	}
+	tr, err := g.transport(tmpl.Type)
+	if err != nil {
+		return nil, err
+	}
+	m := opts.Manual
+	if m == nil {
+		m, err = tr.RegisterManual(ctx, resolved)
+		if err != nil {
+			return nil, discoveryFailed(name, err)
+		}
+	}
+	state := &manualState{tmpl: &tmpl, resolved: resolved, tr: tr}
+	now := time.Now()
+	entry := &registry.Manual{Name: name, Template: &tmpl, Source: opts.Source, Registered: now, Refreshed: now, Ext: state}
+	seen := map[string]bool{}
+	for i := range m.Tools {
+		tool, warn := g.prepareTool(name, &tmpl, &m.Tools[i])
+		if warn != "" {
+			res.Warnings = append(res.Warnings, warn)
+		}
+		if tool == nil {
+			continue
+		}
+		if seen[tool.Name] {
+			res.Warnings = append(res.Warnings, fmt.Sprintf("tool %q listed twice; the first one is kept", tool.Name))
+			continue
+		}
+		seen[tool.Name] = true
+		entry.Tools = append(entry.Tools, tool)
+		res.Tools = append(res.Tools, tool.Name)
+	}
+	res.Manual = m
+
+	g.regLock.Lock()
+	var old *registry.Manual
+	if opts.Replace {
+		if prev, ok := g.reg.Manual(name); ok {
+			entry.Registered = prev.Registered
+		}
+		old, err = g.reg.Replace(entry)
+		if err != nil {
+			g.regLock.Unlock()
+			_ = tr.DeregisterManual(context.WithoutCancel(ctx), resolved)
+			return nil, err
+		}
+	} else if err := g.reg.Add(entry); err != nil {
+		g.regLock.Unlock()
+		_ = tr.DeregisterManual(context.WithoutCancel(ctx), resolved)
+		return nil, err
+	}
+	g.regLock.Unlock()
+	for _, w := range res.Warnings {
+		g.log.Warn("registering manual", "manual", name, "warning", w)
+	}
+	if old != nil {
+		g.retire(old)
+	}
+	if res.Tools == nil {
+		res.Tools = []string{}
+	}
+	return res, nil
+}
+
+// prepareTool turns one discovered tool into a registry entry, or returns
+// nil and the reason it was dropped.
+func (g *Gateway) prepareTool(manual string, mtmpl *utcp.CallTemplate, def *utcp.Tool) (*registry.Tool, string) {
+	qualified := registry.QualifiedName(manual, def.Name)
+	var tmpl *utcp.CallTemplate
+	if def.ToolCallTemplate == nil {
+		tmpl = mtmpl
+	} else {
+		raw, _, err := manuals.NormalizeTemplate(def.ToolCallTemplate.Raw)
+		if err != nil {
+			return nil, fmt.Sprintf("tool %q dropped: %v", qualified, err)
+		}
+		parsed, err := g.types.ParseTemplate(raw)
+		if err != nil {
+			return nil, fmt.Sprintf("tool %q dropped: %v", qualified, err)
+		}
+		tmpl = &parsed
+	}
+	if !mtmpl.Allows(tmpl.Type) {
+		return nil, fmt.Sprintf("tool %q uses communication protocol %q which is not in allowed protocols %v for manual %q; tool not registered",
+			qualified, tmpl.Type, mtmpl.AllowedProtocols(), manual)
+	}
+	d := *def
+	d.Name = qualified
+	d.ToolCallTemplate = tmpl
+	ts := &toolState{
+		backendName: def.Name,
+		tmpl:        tmpl,
+		manualTmpl:  mtmpl,
+		hasVars:     manuals.HasVariables(tmpl.Raw),
+		schema:      newSchema(def.Inputs),
+	}
+	return &registry.Tool{Name: qualified, Manual: manual, Def: &d, Ext: ts}, ""
+}
+
+// RegisterManuals registers many manual call templates in parallel. One
+// failure never stops the others; the results are in input order, each
+// with its Err.
+func (g *Gateway) RegisterManuals(ctx context.Context, raws []json.RawMessage, opts RegisterOptions) []*RegisterResult {
+	out := make([]*RegisterResult, len(raws))
+	sem := make(chan struct{}, 8)
+	var wg sync.WaitGroup
+	for i, raw := range raws {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			res, err := g.RegisterManual(ctx, raw, opts)
+			if err != nil {
+				res = &RegisterResult{Name: nameOf(raw), Err: err}
+			}
+			out[i] = res
+		})
+	}
+	wg.Wait()
+	return out
+}
+
+// DeregisterManual removes a manual and its tools. Calls in flight finish
+// on it; its transport state is released once they have.
+func (g *Gateway) DeregisterManual(ctx context.Context, name string) error {
+	g.regLock.Lock()
+	old, err := g.reg.Remove(name)
+	g.regLock.Unlock()
+	if err != nil {
+		return err
+	}
+	g.retire(old)
+	return nil
+}
+
+// retire releases an old manual's transport state once its calls in
+// flight have finished.
+func (g *Gateway) retire(old *registry.Manual) {
+	st, ok := old.Ext.(*manualState)
+	if !ok {
+		return
+	}
+	go func() {
+		st.calls.Lock()
+		defer st.calls.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := st.tr.DeregisterManual(ctx, st.resolved); err != nil {
+			g.log.Warn("deregistering manual", "manual", old.Name, "err", err)
+		}
+	}()
+}
+
+// resolve substitutes the variables of tmpl (namespace = manual name) and
+// parses the result again.
+func (g *Gateway) resolve(tmpl *utcp.CallTemplate, namespace string) (*utcp.CallTemplate, error) {
+	if !manuals.HasVariables(tmpl.Raw) {
+		return tmpl, nil
+	}
+	raw, err := manuals.Substitute(tmpl.Raw, namespace, g.vars.Load())
+	if err != nil {
+		return nil, err
+	}
+	parsed, err := g.types.ParseTemplate(raw)
+	if err != nil {
+		return nil, err
+	}
+	parsed.Name = tmpl.Name
+	return &parsed, nil
+}
+
+func (g *Gateway) unknownFieldWarnings(where string, tmpl *utcp.CallTemplate) []string {
+	var out []string
+	for _, f := range tmpl.Unknown {
+		msg := fmt.Sprintf("%sunknown field %q in %s call template", where, f, tmpl.Type)
+		if tmpl.Spec != nil {
+			if near := utcp.Closest(f, transports.KnownFields(tmpl.Spec), 1); len(near) > 0 {
+				msg += fmt.Sprintf(" (did you mean %q?)", near[0])
+			}
+		}
+		out = append(out, msg)
+	}
+	return out
+}
+
+// RequiredVariables returns the namespaced variables a registered manual's
+// template and tool templates need, and whether each resolves now.
+func (g *Gateway) RequiredVariables(name string) ([]Variable, error) {
+	m, ok := g.reg.Manual(name)
+	if !ok {
+		return nil, utcp.NewError(utcp.CodeManualNotFound, "manual %q is not registered", name)
+	}
+	seen := map[string]bool{}
+	var out []Variable
+	add := func(raw json.RawMessage) {
+		for _, v := range manuals.RequiredVariables(raw, name) {
+			if seen[v] {
+				continue
+			}
+			seen[v] = true
+			_, found := g.vars.Load().Lookup(v)
+			out = append(out, Variable{Name: v, Resolves: found})
+		}
+	}
+	add(m.Template.Raw)
+	for _, t := range m.Tools {
+		add(t.Def.ToolCallTemplate.Raw)
+	}
+	return out, nil
+}
+
+// ToolVariables returns the namespaced variables one registered tool needs.
+func (g *Gateway) ToolVariables(name string) ([]Variable, error) {
+	t, err := g.reg.Resolve(name)
+	if err != nil {
+		return nil, err
+	}
+	var out []Variable
+	for _, v := range manuals.RequiredVariables(t.Def.ToolCallTemplate.Raw, t.Manual) {
+		_, found := g.vars.Load().Lookup(v)
+		out = append(out, Variable{Name: v, Resolves: found})
+	}
+	return out, nil
+}
+
+// Variable is a variable a manual needs. Its value is never reported.
+type Variable struct {
+	Name     string `json:"name"`
+	Resolves bool   `json:"resolves"`
+}
+
+func manualExists(name string) error {
+	return utcp.NewError(utcp.CodeManualExists,
+		"manual %q already registered; use a different name or deregister the existing manual", name).WithDetail("manual", name)
+}
+
+func discoveryFailed(name string, err error) error {
+	switch utcp.CodeOf(err) {
+	case utcp.CodeVariableNotFound, utcp.CodeInvalidTemplate:
+		return err
+	}
+	e := utcp.Errorf(utcp.CodeDiscoveryFailed, "discovering manual %q: %w", name, err)
+	var tr *utcp.TransportError
+	if errors.As(err, &tr) && tr.Status != 0 {
+		e.WithDetail("status", tr.Status)
+	}
+	var te *utcp.ToolError
+	if errors.As(err, &te) && te.Status != 0 {
+		e.WithDetail("status", te.Status)
+	}
+	return e
+}
+
+// asCode keeps err's code when it has one, and gives it code otherwise.
+func asCode(err error, code utcp.Code) error {
+	var ue *utcp.Error
+	if errors.As(err, &ue) {
+		return err
+	}
+	return &utcp.Error{Code: code, Message: err.Error(), Err: err}
+}
+
+func randomName() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return "manual_" + hex.EncodeToString(b[:])
+}
+
+func setField(raw json.RawMessage, key string, value any) json.RawMessage {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(raw, &m) != nil {
+		return raw
+	}
+	v, _ := json.Marshal(value)
+	m[key] = v
+	out, err := json.Marshal(m)
+	if err != nil {
+		return raw
+	}
+	return out
+}
+
+func nameOf(raw json.RawMessage) string {
+	var head struct {
+		Name string `json:"name"`
+	}
+	_ = json.Unmarshal(raw, &head)
+	return utcp.SanitizeName(head.Name)
+}

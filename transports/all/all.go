@@ -1,0 +1,12 @@
+// Package all registers every transport utcpd ships with
+// transports.Default. Import it for its side effect:
+//
+//	import _ "github.com/utcpd/utcpd/transports/all"
+package all
+
+import (
+	_ "github.com/utcpd/utcpd/transports/cli"  // call_template_type "cli"
+	_ "github.com/utcpd/utcpd/transports/file" // call_template_type "file"
+	_ "github.com/utcpd/utcpd/transports/http" // call_template_type "http"
+	_ "github.com/utcpd/utcpd/transports/text" // call_template_type "text"
+)

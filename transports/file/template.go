@@ -1,0 +1,52 @@
+package file
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/utcpd/utcpd/transports"
+	"github.com/utcpd/utcpd/utcp"
+)
+
+// Template is the file-specific part of a call template
+// (call_template_type "file").
+type Template struct {
+	// FilePath is the file to read: a UTCP manual or an OpenAPI
+	// description (JSON or YAML) for discovery, or any content a tool
+	// answers with. Required.
+	FilePath string `json:"file_path"`
+	// AuthTools is the auth given to the tools of a converted OpenAPI
+	// document where it fits their security scheme.
+	AuthTools *utcp.Auth `json:"auth_tools,omitempty"`
+}
+
+// Validate checks that file_path is set and that auth_tools is a valid
+// auth block.
+func (t *Template) Validate() error {
+	if strings.TrimSpace(t.FilePath) == "" {
+		return fmt.Errorf("field file_path is required and must not be empty")
+	}
+	if strings.ContainsRune(t.FilePath, 0) {
+		return fmt.Errorf("field file_path contains a NUL byte")
+	}
+	if err := transports.ValidateAuth(t.AuthTools); err != nil {
+		return fmt.Errorf("field auth_tools: %w", err)
+	}
+	return nil
+}
+
+func parseTemplate(raw json.RawMessage) (utcp.CallTemplate, error) {
+	tmpl, err := transports.DecodeTemplate(raw, &Template{})
+	if err != nil {
+		return tmpl, err
+	}
+	if tmpl.Auth != nil {
+		return tmpl, &utcp.Error{
+			Code:    utcp.CodeInvalidTemplate,
+			Message: "file: field auth must be null: a file template is read locally (use auth_tools for the tools of an OpenAPI document)",
+			Err:     transports.ErrInvalidTemplate,
+		}
+	}
+	return tmpl, nil
+}

@@ -1,0 +1,218 @@
+package file
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync/atomic"
+
+	"github.com/utcpd/utcpd/manuals"
+	"github.com/utcpd/utcpd/transports"
+	"github.com/utcpd/utcpd/utcp"
+)
+
+// Info describes the file transport to a transports.Registry.
+var Info = transports.Info{
+	Type:          "file",
+	ParseTemplate: parseTemplate,
+	New: func(opts transports.Options) (transports.Transport, error) {
+		t, err := New(opts)
+		if err != nil {
+			return nil, err
+		}
+		return t, nil
+	},
+	Template: new(Template),
+}
+
+func init() { transports.MustRegister(Info) }
+
+// DefaultMaxFileBytes is the largest file the transport reads when
+// Config.MaxFileBytes is 0.
+const DefaultMaxFileBytes = 16 << 20
+
+// Config is the file section of the daemon configuration
+// (transports.Options.Config).
+type Config struct {
+	// MaxFileBytes is the largest file read, for discovery or a call; 0
+	// means DefaultMaxFileBytes.
+	MaxFileBytes int64 `json:"max_file_bytes,omitempty"`
+}
+
+// Transport serves file templates. It holds no state besides its
+// configuration and closed flag, and is safe for concurrent use.
+type Transport struct {
+	log     *slog.Logger
+	maxSize int64
+	closed  atomic.Bool
+}
+
+// Interface guard.
+var _ transports.Transport = (*Transport)(nil)
+
+// New returns a file Transport. Options.Config, when set, is a Config.
+func New(opts transports.Options) (*Transport, error) {
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	var cfg Config
+	if len(bytes.TrimSpace(opts.Config)) > 0 {
+		if err := json.Unmarshal(opts.Config, &cfg); err != nil {
+			return nil, utcp.Errorf(utcp.CodeInvalidConfig, "file: transport configuration: %w", err)
+		}
+		var keys map[string]json.RawMessage
+		_ = json.Unmarshal(opts.Config, &keys)
+		for k := range keys {
+			if !slices.Contains(transports.FieldNames(&cfg), k) {
+				log.Warn("file: unknown configuration field ignored", "field", k, "known", transports.FieldNames(&cfg))
+			}
+		}
+	}
+	if cfg.MaxFileBytes < 0 {
+		return nil, utcp.NewError(utcp.CodeInvalidConfig, "file: max_file_bytes must not be negative")
+	}
+	if cfg.MaxFileBytes == 0 {
+		cfg.MaxFileBytes = DefaultMaxFileBytes
+	}
+	return &Transport{log: log, maxSize: cfg.MaxFileBytes}, nil
+}
+
+// errClosed refuses calls after Close.
+var errClosed = utcp.NewError(utcp.CodeUnavailable, "file: transport closed")
+
+// RegisterManual reads the manual in the template's file: an OpenAPI
+// document (converted) or a UTCP manual. Failures are discovery_failed
+// errors that name the file and the problem.
+func (t *Transport) RegisterManual(ctx context.Context, tmpl *utcp.CallTemplate) (*utcp.Manual, error) {
+	spec, err := specOf(tmpl)
+	if err != nil {
+		return nil, err
+	}
+	if t.closed.Load() {
+		return nil, errClosed
+	}
+	fail := func(err error) error {
+		return &utcp.Error{Code: utcp.CodeDiscoveryFailed, Message: fmt.Sprintf("file: manual %s: %s: %v", tmpl.Name, spec.FilePath, err), Err: err}
+	}
+	data, err := t.read(ctx, spec.FilePath)
+	if err != nil {
+		return nil, fail(err)
+	}
+	abs, err := filepath.Abs(spec.FilePath)
+	if err != nil {
+		return nil, fail(err)
+	}
+	log := t.log.With("manual", tmpl.Name, "file", abs)
+	doc, err := manuals.DecodeDocument(data)
+	if err != nil {
+		return nil, fail(err)
+	}
+	var m *utcp.Manual
+	if manuals.IsOpenAPI(doc) {
+		m, err = manuals.ConvertOpenAPI(doc, manuals.OpenAPIOptions{
+			SpecURL:   (&url.URL{Scheme: "file", Path: filepath.ToSlash(abs)}).String(),
+			AuthTools: spec.AuthTools,
+			Warn:      func(msg string) { log.Warn("openapi conversion", "warning", msg) },
+		})
+	} else {
+		var warns []manuals.Warning
+		m, warns, err = manuals.ParseManual(data)
+		for _, w := range warns {
+			log.Warn("manual", "warning", w.String())
+		}
+	}
+	if err != nil {
+		return nil, fail(err)
+	}
+	return m, nil
+}
+
+// DeregisterManual does nothing: the file transport keeps no per-manual
+// state.
+func (t *Transport) DeregisterManual(ctx context.Context, tmpl *utcp.CallTemplate) error {
+	return nil
+}
+
+// CallTool reads the tool template's file and returns its contents:
+// decoded JSON when they parse, else the text. The arguments are ignored.
+// A file that cannot be read is a *utcp.TransportError; one over the size
+// cap is payload_too_large.
+func (t *Transport) CallTool(ctx context.Context, call *utcp.Call) (*utcp.Result, error) {
+	spec, err := specOf(call.Template)
+	if err != nil {
+		return nil, err
+	}
+	if t.closed.Load() {
+		return nil, errClosed
+	}
+	data, err := t.read(ctx, spec.FilePath)
+	if err != nil {
+		var ue *utcp.Error
+		if errors.As(err, &ue) || ctx.Err() != nil {
+			return nil, fmt.Errorf("file: tool %s: %w", call.Tool, err)
+		}
+		return nil, &utcp.TransportError{Err: fmt.Errorf("file: tool %s: %w", call.Tool, err)}
+	}
+	return &utcp.Result{Value: decodeContent(data)}, nil
+}
+
+// read reads path up to the size cap.
+func (t *Transport) read(ctx context.Context, path string) ([]byte, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, t.maxSize+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) > t.maxSize {
+		return nil, &utcp.Error{Code: utcp.CodePayloadTooLarge, Message: fmt.Sprintf("the file is larger than the cap of %d bytes (max_file_bytes)", t.maxSize), Err: transports.ErrTooLarge}
+	}
+	return data, nil
+}
+
+// decodeContent returns data decoded as one JSON value (numbers as
+// json.Number) when it is valid JSON, else data as a string.
+func decodeContent(data []byte) any {
+	trimmed := bytes.TrimSpace(data)
+	if json.Valid(trimmed) {
+		dec := json.NewDecoder(bytes.NewReader(trimmed))
+		dec.UseNumber()
+		var v any
+		if err := dec.Decode(&v); err == nil {
+			return v
+		}
+	}
+	return string(data)
+}
+
+// Close marks the transport closed. It is idempotent.
+func (t *Transport) Close() error {
+	t.closed.Store(true)
+	return nil
+}
+
+func specOf(tmpl *utcp.CallTemplate) (*Template, error) {
+	if tmpl == nil {
+		return nil, utcp.Errorf(utcp.CodeInvalidTemplate, "file: no call template: %w", transports.ErrInvalidTemplate)
+	}
+	spec, ok := tmpl.Spec.(*Template)
+	if !ok || spec == nil {
+		return nil, utcp.Errorf(utcp.CodeInvalidTemplate, "file: call template %q was not parsed by the file transport (Spec is %T): %w", tmpl.Name, tmpl.Spec, transports.ErrInvalidTemplate)
+	}
+	return spec, nil
+}

@@ -1,0 +1,192 @@
+// Package http is the UTCP "http" transport: one HTTP request per tool
+// call, following python-utcp v1.1's http communication protocol.
+//
+// A call maps the tool's arguments onto the request as UTCP prescribes:
+// the arguments named in header_fields become headers, the body_field
+// argument becomes the body, {name} placeholders in the URL take the
+// matching arguments (escaped), and every remaining argument becomes a
+// query parameter. Discovery (RegisterManual) fetches the manual
+// template's URL and accepts a UTCP manual (v1.1 or legacy v0.1, JSON or
+// YAML) or an OpenAPI 3 / Swagger 2 document, which it converts.
+//
+// The transport is stateless apart from a pool of keep-alive connections
+// and the oauth2 token cache; DeregisterManual does nothing. Every URL,
+// at discovery, at every call and at every redirect hop, must be https or
+// plain http to a literal loopback host, unless the template sets
+// "allow_insecure": true (see transports.CheckURL).
+package http
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/utcpd/utcpd/transports"
+	"github.com/utcpd/utcpd/utcp"
+)
+
+// Type is the call_template_type this package implements.
+const Type = "http"
+
+// Defaults of the http call template.
+const (
+	DefaultMethod      = "GET"
+	DefaultContentType = "application/json"
+	DefaultBodyField   = "body"
+)
+
+// Template holds the http-specific fields of a call template. The base
+// fields (name, call_template_type, auth, allowed_communication_protocols)
+// live in utcp.CallTemplate.
+//
+// After ParseTemplate, HTTPMethod is upper case and HTTPMethod, ContentType
+// and BodyField carry their defaults when the template left them out.
+type Template struct {
+	// URL is the request URL. It may contain {name} placeholders, each
+	// replaced at call time by the escaped argument of that name. Required.
+	URL string `json:"url"`
+	// HTTPMethod is GET (the default), POST, PUT, DELETE or PATCH. Lower
+	// case is accepted.
+	HTTPMethod string `json:"http_method,omitempty"`
+	// ContentType is the request Content-Type when a body is sent and the
+	// headers do not set one (default application/json). A JSON type
+	// (application/json, */*+json) sends the body argument as JSON;
+	// application/x-www-form-urlencoded sends an object argument as a
+	// form; anything else sends a string argument as it is and other
+	// values as JSON text.
+	ContentType string `json:"content_type,omitempty"`
+	// Headers are static request headers.
+	Headers map[string]string `json:"headers,omitempty"`
+	// BodyField names the argument that becomes the request body (default
+	// "body"). Without that argument no body is sent.
+	BodyField string `json:"body_field,omitempty"`
+	// HeaderFields names the arguments sent as request headers.
+	HeaderFields []string `json:"header_fields,omitempty"`
+	// AuthTools, on a manual template whose URL serves an OpenAPI
+	// document, is the auth given to the generated tools whose security
+	// scheme it is compatible with (see manuals.ConvertOpenAPI).
+	AuthTools *utcp.Auth `json:"auth_tools,omitempty"`
+	// Timeout, in milliseconds, bounds the whole request, body included.
+	// Zero means the caller's context deadline alone (and 30 s for
+	// discovery when the context has none).
+	Timeout float64 `json:"timeout,omitempty"`
+	// AllowInsecure permits plain http to hosts that are not loopback, for
+	// this template's requests and their redirects. A utcpd extension.
+	AllowInsecure bool `json:"allow_insecure,omitempty"`
+}
+
+var validMethods = []string{"GET", "POST", "PUT", "DELETE", "PATCH"}
+
+// placeholder matches a {name} URL placeholder.
+var placeholder = regexp.MustCompile(`\{([^{}/?#&=]+)\}`)
+
+// Validate checks the template as written (before variable substitution,
+// so a URL holding a variable is only checked for presence). Errors name
+// the field.
+func (t *Template) Validate() error {
+	if strings.TrimSpace(t.URL) == "" {
+		return errors.New("field url is required")
+	}
+	if !strings.Contains(t.URL, "$") {
+		u, err := url.Parse(placeholder.ReplaceAllString(t.URL, "x"))
+		if err != nil {
+			return fmt.Errorf("field url: %v", err)
+		}
+		if s := strings.ToLower(u.Scheme); (s != "http" && s != "https") || u.Host == "" {
+			return fmt.Errorf("field url: %q is not an absolute http(s) URL", t.URL)
+		}
+	}
+	if t.HTTPMethod != "" {
+		m := strings.ToUpper(t.HTTPMethod)
+		ok := false
+		for _, v := range validMethods {
+			ok = ok || v == m
+		}
+		if !ok {
+			return fmt.Errorf("field http_method: %q is not one of %s", t.HTTPMethod, strings.Join(validMethods, ", "))
+		}
+	}
+	if !transports.ValidHeaderValue(t.ContentType) {
+		return errors.New("field content_type contains a line break")
+	}
+	for k, v := range t.Headers {
+		if !transports.ValidHeaderName(k) {
+			return fmt.Errorf("field headers: %q is not a valid header name", k)
+		}
+		if !transports.ValidHeaderValue(v) {
+			return fmt.Errorf("field headers: the value of %q contains a line break", k)
+		}
+	}
+	for _, k := range t.HeaderFields {
+		if !transports.ValidHeaderName(k) {
+			return fmt.Errorf("field header_fields: %q is not a valid header name", k)
+		}
+	}
+	if t.Timeout < 0 {
+		return errors.New("field timeout must not be negative")
+	}
+	if err := transports.ValidateAuth(t.AuthTools); err != nil {
+		return fmt.Errorf("field auth_tools: %v", err)
+	}
+	return nil
+}
+
+func (t *Template) applyDefaults() {
+	t.HTTPMethod = strings.ToUpper(t.HTTPMethod)
+	if t.HTTPMethod == "" {
+		t.HTTPMethod = DefaultMethod
+	}
+	if t.ContentType == "" {
+		t.ContentType = DefaultContentType
+	}
+	if t.BodyField == "" {
+		t.BodyField = DefaultBodyField
+	}
+}
+
+func (t *Template) timeout() time.Duration {
+	return time.Duration(t.Timeout * float64(time.Millisecond))
+}
+
+// ParseTemplate decodes and validates an http call template (see
+// transports.DecodeTemplate) and returns it with Spec set to a *Template
+// whose defaults are filled in. A template of another call_template_type
+// is an invalid_template error.
+func ParseTemplate(raw json.RawMessage) (utcp.CallTemplate, error) {
+	spec := &Template{}
+	tmpl, err := transports.DecodeTemplate(raw, spec)
+	if err != nil {
+		return tmpl, err
+	}
+	if tmpl.Type != Type {
+		return tmpl, utcp.Errorf(utcp.CodeInvalidTemplate, "http: call_template_type is %q, not %q: %w", tmpl.Type, Type, transports.ErrInvalidTemplate)
+	}
+	spec.applyDefaults()
+	return tmpl, nil
+}
+
+// specOf returns the *Template of tmpl, parsing Raw when Spec is unset.
+func specOf(tmpl *utcp.CallTemplate) (*Template, *utcp.Auth, error) {
+	if tmpl == nil {
+		return nil, nil, utcp.Errorf(utcp.CodeInvalidTemplate, "http: no call template: %w", transports.ErrInvalidTemplate)
+	}
+	if spec, ok := tmpl.Spec.(*Template); ok && spec != nil {
+		return spec, tmpl.Auth, nil
+	}
+	if tmpl.Spec != nil {
+		return nil, nil, utcp.Errorf(utcp.CodeInvalidTemplate, "http: call template holds a %T, not an http template: %w", tmpl.Spec, transports.ErrInvalidTemplate)
+	}
+	parsed, err := ParseTemplate(tmpl.Raw)
+	if err != nil {
+		return nil, nil, err
+	}
+	auth := tmpl.Auth
+	if auth == nil {
+		auth = parsed.Auth
+	}
+	return parsed.Spec.(*Template), auth, nil
+}

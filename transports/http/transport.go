@@ -1,0 +1,616 @@
+package http
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"mime"
+	nethttp "net/http"
+	"net/url"
+	"sort"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+
+	"github.com/utcpd/utcpd/manuals"
+	"github.com/utcpd/utcpd/transports"
+	"github.com/utcpd/utcpd/utcp"
+)
+
+// Info registers the http transport.
+var Info = transports.Info{
+	Type:          Type,
+	ParseTemplate: ParseTemplate,
+	New:           func(opts transports.Options) (transports.Transport, error) { return New(opts) },
+	Template:      new(Template),
+}
+
+func init() { transports.MustRegister(Info) }
+
+var _ transports.Transport = (*Transport)(nil)
+
+// DefaultDiscoveryTimeout bounds discovery when neither the template's
+// timeout nor the context sets a deadline.
+const DefaultDiscoveryTimeout = 30 * time.Second
+
+// Config is the http section of the daemon configuration
+// (transports.Options.Config). Every field is optional.
+type Config struct {
+	// MaxResponseBytes caps a response body (default
+	// transports.DefaultMaxResponseBytes, 64 MiB). A larger response
+	// fails with payload_too_large.
+	MaxResponseBytes int64 `json:"max_response_bytes,omitempty"`
+	// MaxIdleConnsPerHost sizes the keep-alive pool per host (default
+	// transports.DefaultMaxIdleConnsPerHost).
+	MaxIdleConnsPerHost int `json:"max_idle_conns_per_host,omitempty"`
+}
+
+// Transport is the http transport. It is safe for concurrent use.
+type Transport struct {
+	client      *nethttp.Client
+	tokens      transports.TokenSource
+	maxResponse int64
+	log         *slog.Logger
+	closed      atomic.Bool
+}
+
+// New returns an http Transport configured by opts.Config (a Config, may
+// be empty). It uses opts.Tokens for oauth2, or a token cache of its own
+// when that is nil.
+func New(opts transports.Options) (*Transport, error) {
+	var cfg Config
+	if len(bytes.TrimSpace(opts.Config)) > 0 {
+		if err := json.Unmarshal(opts.Config, &cfg); err != nil {
+			return nil, utcp.NewError(utcp.CodeInvalidConfig, "http transport configuration: %v", err)
+		}
+	}
+	if cfg.MaxResponseBytes < 0 || cfg.MaxIdleConnsPerHost < 0 {
+		return nil, utcp.NewError(utcp.CodeInvalidConfig, "http transport configuration: limits must not be negative")
+	}
+	client := transports.NewHTTPClient(transports.ClientOptions{MaxIdleConnsPerHost: cfg.MaxIdleConnsPerHost})
+	t := &Transport{client: client, tokens: opts.Tokens, maxResponse: cfg.MaxResponseBytes, log: opts.Logger}
+	if t.maxResponse == 0 {
+		t.maxResponse = transports.DefaultMaxResponseBytes
+	}
+	if t.tokens == nil {
+		t.tokens = transports.NewTokenCache(client)
+	}
+	if t.log == nil {
+		t.log = slog.New(slog.DiscardHandler)
+	}
+	return t, nil
+}
+
+var errClosed = utcp.NewError(utcp.CodeUnavailable, "the http transport is closed")
+
+// Close closes the idle pooled connections. Later calls fail with code
+// unavailable. It is idempotent.
+func (t *Transport) Close() error {
+	t.closed.Store(true)
+	t.client.CloseIdleConnections()
+	return nil
+}
+
+// DeregisterManual does nothing: the http transport keeps no per-manual
+// state.
+func (t *Transport) DeregisterManual(ctx context.Context, tmpl *utcp.CallTemplate) error {
+	return nil
+}
+
+// request is a prepared HTTP request, rebuilt for each attempt.
+type request struct {
+	method string
+	url    *url.URL
+	header nethttp.Header
+	body   []byte // nil: no body
+	auth   *utcp.Auth
+}
+
+func (r *request) build(ctx context.Context, t *Transport) (*nethttp.Request, error) {
+	var body io.Reader
+	if r.body != nil {
+		body = bytes.NewReader(r.body)
+	}
+	u := *r.url
+	req, err := nethttp.NewRequestWithContext(ctx, r.method, u.String(), body)
+	if err != nil {
+		return nil, utcp.NewError(utcp.CodeInvalidTemplate, "http: cannot build the request: %v", err)
+	}
+	req.Header = r.header.Clone()
+	if req.Header.Get("User-Agent") == "" {
+		req.Header.Set("User-Agent", "utcpd")
+	}
+	if err := transports.ApplyAuth(ctx, req, r.auth, t.tokens); err != nil {
+		return nil, err
+	}
+	return req, nil
+}
+
+// do sends r, retrying once with a fresh token when an oauth2-protected
+// backend answers 401. It returns the status, the content type and the
+// body read under the cap.
+func (t *Transport) do(ctx context.Context, r *request) (int, string, []byte, error) {
+	for attempt := 0; ; attempt++ {
+		req, err := r.build(ctx, t)
+		if err != nil {
+			return 0, "", nil, err
+		}
+		resp, err := t.client.Do(req)
+		if err != nil {
+			return 0, "", nil, t.sendError(ctx, r, err)
+		}
+		if resp.StatusCode == nethttp.StatusUnauthorized && attempt == 0 && r.auth != nil && r.auth.Type == utcp.AuthOAuth2 {
+			io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+			resp.Body.Close()
+			t.tokens.Invalidate(r.auth)
+			continue
+		}
+		body, err := transports.ReadResponseBody(resp, t.maxResponse)
+		if err != nil {
+			if ctx.Err() != nil {
+				return 0, "", nil, fmt.Errorf("http %s %s: %w", r.method, transports.RedactURL(r.url), ctx.Err())
+			}
+			if errors.Is(err, transports.ErrTooLarge) {
+				return 0, "", nil, err
+			}
+			return 0, "", nil, &utcp.TransportError{Status: resp.StatusCode, Err: fmt.Errorf("%s %s: reading the response: %w", r.method, transports.RedactURL(r.url), err)}
+		}
+		return resp.StatusCode, resp.Header.Get("Content-Type"), body, nil
+	}
+}
+
+// sendError classifies an error of Client.Do: the context's own error
+// (timeout, canceled), a refused redirect, or a transport failure. The
+// URL is named without its query, which may hold a key.
+func (t *Transport) sendError(ctx context.Context, r *request, err error) error {
+	if ctx.Err() != nil {
+		return fmt.Errorf("http %s %s: %w", r.method, transports.RedactURL(r.url), ctx.Err())
+	}
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err
+	}
+	var uerr *utcp.Error
+	if errors.As(err, &uerr) { // a refused redirect
+		return &utcp.TransportError{Err: uerr}
+	}
+	return &utcp.TransportError{Err: fmt.Errorf("%s %s: %w", r.method, transports.RedactURL(r.url), err)}
+}
+
+// withTimeout applies the template timeout, or def when the template has
+// none and ctx has no deadline.
+func withTimeout(ctx context.Context, spec *Template, def time.Duration) (context.Context, context.CancelFunc) {
+	if d := spec.timeout(); d > 0 {
+		return context.WithTimeout(ctx, d)
+	}
+	if _, ok := ctx.Deadline(); !ok && def > 0 {
+		return context.WithTimeout(ctx, def)
+	}
+	return context.WithCancel(ctx)
+}
+
+// CallTool sends one request for call, mapping the arguments as the
+// package documentation describes. A 2xx answer is the result: decoded
+// JSON (numbers as json.Number) when the response content type is JSON,
+// the body as a string otherwise, nil for an empty body. A 4xx answer is a
+// *utcp.ToolError carrying the status, the decoded body and a message with
+// a short excerpt of it; a 5xx (or any other non-2xx) answer is a
+// *utcp.TransportError with the status. An oauth2-protected call answered
+// 401 is retried once with a freshly fetched token. A refused connection
+// or failed DNS lookup is a *utcp.TransportError; the end of ctx (or of
+// the template's timeout) returns an error wrapping the context's error.
+// Responses over the configured cap fail with payload_too_large. Missing
+// path arguments are invalid_arguments; a URL that fails
+// transports.CheckURL is invalid_template.
+func (t *Transport) CallTool(ctx context.Context, call *utcp.Call) (*utcp.Result, error) {
+	if t.closed.Load() {
+		return nil, errClosed
+	}
+	if call == nil {
+		return nil, utcp.NewError(utcp.CodeInvalidRequest, "http: no call")
+	}
+	spec, auth, err := specOf(call.Template)
+	if err != nil {
+		return nil, err
+	}
+	r, err := prepare(spec, auth, call.Arguments)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := withTimeout(ctx, spec, 0)
+	defer cancel()
+	ctx = transports.WithAllowInsecure(ctx, spec.AllowInsecure)
+	status, ctype, body, err := t.do(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case status >= 200 && status <= 299:
+		return &utcp.Result{Value: decodeBody(ctype, body)}, nil
+	case status >= 400 && status <= 499:
+		return nil, &utcp.ToolError{
+			Status:  status,
+			Value:   decodeBody(ctype, body),
+			Message: fmt.Sprintf("HTTP %d %s: %s", status, nethttp.StatusText(status), excerpt(body)),
+		}
+	default:
+		return nil, &utcp.TransportError{Status: status,
+			Err: fmt.Errorf("%s %s answered HTTP %d %s: %s", r.method, transports.RedactURL(r.url), status, nethttp.StatusText(status), excerpt(body))}
+	}
+}
+
+// prepare maps args onto a request as UTCP prescribes: header_fields
+// arguments become headers, the body_field argument the body, {name}
+// placeholders take their arguments, and the rest become query parameters.
+func prepare(spec *Template, auth *utcp.Auth, args map[string]any) (*request, error) {
+	rest := make(map[string]any, len(args))
+	for k, v := range args {
+		rest[k] = v
+	}
+	header := nethttp.Header{}
+	for k, v := range spec.Headers {
+		header.Set(k, v)
+	}
+	for _, name := range spec.HeaderFields {
+		v, ok := rest[name]
+		if !ok {
+			continue
+		}
+		delete(rest, name)
+		s, ok := stringify(v)
+		if !ok {
+			continue
+		}
+		if !transports.ValidHeaderValue(s) {
+			return nil, utcp.NewError(utcp.CodeInvalidArguments, "argument %q: a header value must not contain line breaks", name).WithDetail("argument", name)
+		}
+		header.Set(name, s)
+	}
+	var body []byte
+	if v, ok := rest[spec.BodyField]; ok {
+		delete(rest, spec.BodyField)
+		b, err := encodeBody(spec.ContentType, v)
+		if err != nil {
+			return nil, utcp.NewError(utcp.CodeInvalidArguments, "argument %q: cannot encode the body: %v", spec.BodyField, err).WithDetail("argument", spec.BodyField)
+		}
+		body = b
+		if header.Get("Content-Type") == "" {
+			header.Set("Content-Type", spec.ContentType)
+		}
+	}
+	raw, err := fillPlaceholders(spec.URL, rest)
+	if err != nil {
+		return nil, err
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, utcp.NewError(utcp.CodeInvalidTemplate, "http: url: %v", err)
+	}
+	if err := transports.CheckURL(u, spec.AllowInsecure); err != nil {
+		return nil, err
+	}
+	if q := encodeQuery(rest); q != "" {
+		if u.RawQuery != "" {
+			u.RawQuery += "&" + q
+		} else {
+			u.RawQuery = q
+		}
+	}
+	return &request{method: spec.HTTPMethod, url: u, header: header, body: body, auth: auth}, nil
+}
+
+// fillPlaceholders replaces each {name} of raw with the argument name,
+// path-escaped before the query and query-escaped inside it, and removes
+// the argument from args.
+func fillPlaceholders(raw string, args map[string]any) (string, error) {
+	var missing []string
+	used := map[string]bool{}
+	queryAt := strings.IndexByte(raw, '?')
+	var b strings.Builder
+	last := 0
+	for _, m := range placeholder.FindAllStringSubmatchIndex(raw, -1) {
+		name := raw[m[2]:m[3]]
+		v, ok := args[name]
+		s, present := stringify(v)
+		if !ok || !present {
+			missing = append(missing, name)
+			continue
+		}
+		b.WriteString(raw[last:m[0]])
+		if queryAt >= 0 && m[0] > queryAt {
+			b.WriteString(url.QueryEscape(s))
+		} else {
+			b.WriteString(url.PathEscape(s))
+		}
+		last = m[1]
+		used[name] = true
+	}
+	if len(missing) > 0 {
+		e := utcp.NewError(utcp.CodeInvalidArguments, "missing required path parameter %s", strings.Join(quoteAll(missing), ", "))
+		return "", e.WithDetail("missing", missing)
+	}
+	b.WriteString(raw[last:])
+	for name := range used {
+		delete(args, name)
+	}
+	return b.String(), nil
+}
+
+func quoteAll(s []string) []string {
+	out := make([]string, len(s))
+	for i, v := range s {
+		out[i] = strconv.Quote(v)
+	}
+	return out
+}
+
+// encodeQuery renders args as a query string, keys sorted; nil values are
+// left out.
+func encodeQuery(args map[string]any) string {
+	keys := make([]string, 0, len(args))
+	for k := range args {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	for _, k := range keys {
+		s, ok := stringify(args[k])
+		if !ok {
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteByte('&')
+		}
+		b.WriteString(url.QueryEscape(k))
+		b.WriteByte('=')
+		b.WriteString(url.QueryEscape(s))
+	}
+	return b.String()
+}
+
+// stringify renders an argument for a URL or header: strings as they are,
+// numbers in plain decimal (no exponent; integral values without a
+// fraction), booleans as true/false, objects and arrays as JSON. It
+// reports false for nil, which is left out.
+func stringify(v any) (string, bool) {
+	switch x := v.(type) {
+	case nil:
+		return "", false
+	case string:
+		return x, true
+	case bool:
+		return strconv.FormatBool(x), true
+	case json.Number:
+		if strings.ContainsAny(string(x), "eE") {
+			if f, err := x.Float64(); err == nil {
+				return formatFloat(f), true
+			}
+		}
+		return string(x), true
+	case float64:
+		return formatFloat(x), true
+	case float32:
+		return formatFloat(float64(x)), true
+	case int:
+		return strconv.Itoa(x), true
+	case int8, int16, int32, int64, uint, uint8, uint16, uint32, uint64:
+		return fmt.Sprint(x), true
+	case json.RawMessage:
+		var s string
+		if json.Unmarshal(x, &s) == nil {
+			return s, true
+		}
+		var buf bytes.Buffer
+		if json.Compact(&buf, x) == nil {
+			return buf.String(), true
+		}
+		return string(x), true
+	}
+	b, err := marshal(v)
+	if err != nil {
+		return fmt.Sprint(v), true
+	}
+	return string(b), true
+}
+
+func formatFloat(f float64) string {
+	if math.IsInf(f, 0) || math.IsNaN(f) {
+		return strconv.FormatFloat(f, 'g', -1, 64)
+	}
+	return strconv.FormatFloat(f, 'f', -1, 64)
+}
+
+// marshal is json.Marshal without HTML escaping and without the trailing
+// newline.
+func marshal(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
+func mediaType(ct string) string {
+	mt, _, err := mime.ParseMediaType(ct)
+	if err != nil {
+		mt = strings.ToLower(strings.TrimSpace(strings.Split(ct, ";")[0]))
+	}
+	return mt
+}
+
+func isJSON(ct string) bool {
+	mt := mediaType(ct)
+	return mt == "application/json" || strings.HasSuffix(mt, "+json")
+}
+
+// encodeBody renders the body argument for the content type.
+func encodeBody(contentType string, v any) ([]byte, error) {
+	if isJSON(contentType) {
+		if raw, ok := v.(json.RawMessage); ok {
+			return raw, nil
+		}
+		return marshal(v)
+	}
+	switch x := v.(type) {
+	case string:
+		return []byte(x), nil
+	case []byte:
+		return x, nil
+	case map[string]any:
+		if mediaType(contentType) == "application/x-www-form-urlencoded" {
+			return []byte(encodeQuery(x)), nil
+		}
+	}
+	if s, ok := stringify(v); ok {
+		return []byte(s), nil
+	}
+	return []byte{}, nil
+}
+
+// decodeBody turns a response body into the call's value.
+func decodeBody(contentType string, body []byte) any {
+	if len(bytes.TrimSpace(body)) == 0 {
+		if len(body) == 0 {
+			return nil
+		}
+		return string(body)
+	}
+	if isJSON(contentType) {
+		dec := json.NewDecoder(bytes.NewReader(body))
+		dec.UseNumber()
+		var v any
+		if err := dec.Decode(&v); err == nil && !dec.More() {
+			return v
+		}
+	}
+	return string(body)
+}
+
+// excerpt returns the start of body for an error message.
+func excerpt(body []byte) string {
+	const max = 512
+	s := strings.TrimSpace(string(body))
+	if s == "" {
+		return "(empty body)"
+	}
+	if len(s) <= max {
+		return s
+	}
+	cut := max
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
+}
+
+// RegisterManual fetches the manual template's URL (with its method,
+// headers and auth) and returns the manual it serves:
+//
+//   - a UTCP manual — an object with tools and utcp_version (or the legacy
+//     version) — read with manuals.ParseManual (v1.1 or v0.1, JSON or
+//     YAML; its warnings are logged);
+//   - an OpenAPI 3 or Swagger 2 document (an openapi, swagger or paths
+//     key) converted with manuals.ConvertOpenAPI, with the URL as the spec
+//     URL and the template's auth_tools.
+//
+// JSON and YAML are both accepted, whatever the content type or URL
+// extension says (YAML content types and .yaml/.yml URLs are therefore
+// read as YAML, as UTCP requires). Any other document, a non-2xx answer
+// (its status in the error's details) or a transport failure is a
+// *utcp.Error with code discovery_failed. A URL refused by CheckURL is
+// invalid_template, an oauth2 token refusal unauthorized, an oversized
+// response payload_too_large; the end of ctx or of the template timeout
+// returns the context's error. Without a template timeout or a context
+// deadline, discovery gives up after DefaultDiscoveryTimeout.
+func (t *Transport) RegisterManual(ctx context.Context, tmpl *utcp.CallTemplate) (*utcp.Manual, error) {
+	if t.closed.Load() {
+		return nil, errClosed
+	}
+	spec, auth, err := specOf(tmpl)
+	if err != nil {
+		return nil, err
+	}
+	u, err := url.Parse(spec.URL)
+	if err != nil {
+		return nil, utcp.NewError(utcp.CodeInvalidTemplate, "http: url: %v", err)
+	}
+	if err := transports.CheckURL(u, spec.AllowInsecure); err != nil {
+		return nil, err
+	}
+	header := nethttp.Header{}
+	header.Set("Accept", "application/json, application/yaml;q=0.9, */*;q=0.5")
+	for k, v := range spec.Headers {
+		header.Set(k, v)
+	}
+	r := &request{method: spec.HTTPMethod, url: u, header: header, auth: auth}
+	ctx, cancel := withTimeout(ctx, spec, DefaultDiscoveryTimeout)
+	defer cancel()
+	ctx = transports.WithAllowInsecure(ctx, spec.AllowInsecure)
+	fail := func(format string, args ...any) *utcp.Error {
+		return utcp.Errorf(utcp.CodeDiscoveryFailed, "http discovery of manual %q from %s: "+format,
+			append([]any{tmpl.Name, transports.RedactURL(u)}, args...)...)
+	}
+	status, ctype, body, err := t.do(ctx, r)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, err
+		}
+		var uerr *utcp.Error
+		if errors.As(err, &uerr) && uerr.Code != utcp.CodeTransportError {
+			return nil, err // invalid_template, unauthorized (token), payload_too_large
+		}
+		return nil, fail("%w", err)
+	}
+	if status < 200 || status > 299 {
+		return nil, fail("HTTP %d %s: %s", status, nethttp.StatusText(status), excerpt(body)).WithDetail("status", status)
+	}
+
+	doc, err := manuals.DecodeDocument(body)
+	if err != nil {
+		return nil, fail("the response (Content-Type %q) is not a JSON or YAML object: %w", ctype, err)
+	}
+	switch {
+	case isManualDoc(doc):
+		m, warnings, err := manuals.ParseManual(body)
+		if err != nil {
+			return nil, fail("%w", err)
+		}
+		for _, w := range warnings {
+			t.log.Warn("manual served with problems", "manual", tmpl.Name, "url", transports.RedactURL(u), "warning", w.String())
+		}
+		return m, nil
+	case manuals.IsOpenAPI(doc):
+		m, err := manuals.ConvertOpenAPI(doc, manuals.OpenAPIOptions{
+			SpecURL:   u.String(),
+			AuthTools: spec.AuthTools,
+			Warn: func(msg string) {
+				t.log.Debug("openapi conversion", "manual", tmpl.Name, "url", transports.RedactURL(u), "warning", msg)
+			},
+		})
+		if err != nil {
+			return nil, fail("converting the OpenAPI document: %w", err)
+		}
+		return m, nil
+	}
+	return nil, fail("the response is neither a UTCP manual (utcp_version and tools) nor an OpenAPI document (openapi, swagger or paths)")
+}
+
+// isManualDoc applies python-utcp's test: a tools array plus utcp_version
+// (or the legacy version).
+func isManualDoc(doc map[string]any) bool {
+	if _, ok := doc["tools"].([]any); !ok {
+		return false
+	}
+	_, v1 := doc["utcp_version"]
+	_, v0 := doc["version"]
+	return v1 || v0
+}

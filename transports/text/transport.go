@@ -1,0 +1,156 @@
+package text
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+
+	"github.com/utcpd/utcpd/manuals"
+	"github.com/utcpd/utcpd/transports"
+	"github.com/utcpd/utcpd/utcp"
+)
+
+// Info describes the text transport to a transports.Registry.
+var Info = transports.Info{
+	Type:          "text",
+	ParseTemplate: parseTemplate,
+	New: func(opts transports.Options) (transports.Transport, error) {
+		return New(opts), nil
+	},
+	Template: new(Template),
+}
+
+func init() { transports.MustRegister(Info) }
+
+// SpecURL is the spec URL an OpenAPI document in a text template is
+// converted with, as in python-utcp.
+const SpecURL = "text://content"
+
+// Transport serves text templates. It holds no state besides its closed
+// flag and is safe for concurrent use.
+type Transport struct {
+	log    *slog.Logger
+	closed atomic.Bool
+}
+
+// Interface guard.
+var _ transports.Transport = (*Transport)(nil)
+
+// New returns a text Transport. The text transport takes no
+// configuration; Options.Config is ignored.
+func New(opts transports.Options) *Transport {
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Transport{log: log}
+}
+
+// errClosed refuses calls after Close.
+var errClosed = utcp.NewError(utcp.CodeUnavailable, "text: transport closed")
+
+// RegisterManual reads the manual in the template's content: an OpenAPI
+// document (converted) or a UTCP manual. Failures are discovery_failed
+// errors that name the problem.
+func (t *Transport) RegisterManual(ctx context.Context, tmpl *utcp.CallTemplate) (*utcp.Manual, error) {
+	spec, err := specOf(tmpl)
+	if err != nil {
+		return nil, err
+	}
+	if t.closed.Load() {
+		return nil, errClosed
+	}
+	m, err := parseDocument([]byte(spec.Content), manuals.OpenAPIOptions{
+		SpecURL:   SpecURL,
+		BaseURL:   spec.BaseURL,
+		AuthTools: spec.AuthTools,
+	}, t.log.With("manual", tmpl.Name))
+	if err != nil {
+		return nil, &utcp.Error{Code: utcp.CodeDiscoveryFailed, Message: fmt.Sprintf("text: manual %s: content: %v", tmpl.Name, err), Err: err}
+	}
+	return m, nil
+}
+
+// parseDocument reads a manual document: data decoded as JSON, else
+// YAML; an OpenAPI description (an openapi, swagger or paths key) is
+// converted with manuals.ConvertOpenAPI and opts, anything else is parsed
+// as a UTCP manual with manuals.ParseManual. Warnings of either go to
+// log. Errors are the manuals package's *utcp.Error values
+// (invalid_manual).
+func parseDocument(data []byte, opts manuals.OpenAPIOptions, log *slog.Logger) (*utcp.Manual, error) {
+	doc, err := manuals.DecodeDocument(data)
+	if err != nil {
+		return nil, err
+	}
+	if manuals.IsOpenAPI(doc) {
+		if opts.Warn == nil {
+			opts.Warn = func(msg string) { log.Warn("openapi conversion", "warning", msg) }
+		}
+		return manuals.ConvertOpenAPI(doc, opts)
+	}
+	m, warns, err := manuals.ParseManual(data)
+	if err != nil {
+		return nil, err
+	}
+	for _, w := range warns {
+		log.Warn("manual", "warning", w.String())
+	}
+	return m, nil
+}
+
+// DeregisterManual does nothing: the text transport keeps no per-manual
+// state.
+func (t *Transport) DeregisterManual(ctx context.Context, tmpl *utcp.CallTemplate) error {
+	return nil
+}
+
+// CallTool returns the tool template's content: decoded JSON when it
+// parses, else the text. The arguments are ignored.
+func (t *Transport) CallTool(ctx context.Context, call *utcp.Call) (*utcp.Result, error) {
+	spec, err := specOf(call.Template)
+	if err != nil {
+		return nil, err
+	}
+	if t.closed.Load() {
+		return nil, errClosed
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("text: tool %s: %w", call.Tool, err)
+	}
+	return &utcp.Result{Value: decodeContent([]byte(spec.Content))}, nil
+}
+
+// decodeContent returns data decoded as one JSON value (numbers as
+// json.Number) when it is valid JSON, else data as a string.
+func decodeContent(data []byte) any {
+	trimmed := bytes.TrimSpace(data)
+	if json.Valid(trimmed) {
+		dec := json.NewDecoder(bytes.NewReader(trimmed))
+		dec.UseNumber()
+		var v any
+		if err := dec.Decode(&v); err == nil {
+			return v
+		}
+	}
+	return string(data)
+}
+
+// Close marks the transport closed. It is idempotent.
+func (t *Transport) Close() error {
+	t.closed.Store(true)
+	return nil
+}
+
+func specOf(tmpl *utcp.CallTemplate) (*Template, error) {
+	if tmpl == nil {
+		return nil, utcp.Errorf(utcp.CodeInvalidTemplate, "text: no call template: %w", transports.ErrInvalidTemplate)
+	}
+	spec, ok := tmpl.Spec.(*Template)
+	if !ok || spec == nil {
+		return nil, utcp.Errorf(utcp.CodeInvalidTemplate, "text: call template %q was not parsed by the text transport (Spec is %T): %w", tmpl.Name, tmpl.Spec, transports.ErrInvalidTemplate)
+	}
+	return spec, nil
+}

@@ -1,0 +1,117 @@
+package utcp_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/utcpd/utcpd/utcp"
+)
+
+func TestSanitizeName(t *testing.T) {
+	for in, want := range map[string]string{
+		"weather_api": "weather_api",
+		"my-api.v2":   "my_api_v2",
+		"héllo wörld": "h_llo_w_rld",
+		"":            "",
+	} {
+		if got := utcp.SanitizeName(in); got != want {
+			t.Errorf("SanitizeName(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestCodeOf(t *testing.T) {
+	sentinel := &utcp.Error{Code: utcp.CodeToolNotFound, Message: "tool not found"}
+	cases := []struct {
+		err  error
+		want utcp.Code
+	}{
+		{nil, ""},
+		{fmt.Errorf("wrapped: %w", sentinel), utcp.CodeToolNotFound},
+		{&utcp.ToolError{Message: "boom"}, utcp.CodeToolError},
+		{&utcp.TransportError{Status: 502, Err: errors.New("bad gateway")}, utcp.CodeTransportError},
+		{fmt.Errorf("x: %w", context.DeadlineExceeded), utcp.CodeTimeout},
+		{context.Canceled, utcp.CodeCanceled},
+		{errors.New("mystery"), utcp.CodeInternal},
+	}
+	for _, c := range cases {
+		if got := utcp.CodeOf(c.err); got != c.want {
+			t.Errorf("CodeOf(%v) = %q, want %q", c.err, got, c.want)
+		}
+	}
+	// *Error values match by code under errors.Is.
+	err := fmt.Errorf("call: %w", utcp.NewError(utcp.CodeToolNotFound, "no tool %q", "x"))
+	if !errors.Is(err, sentinel) {
+		t.Errorf("errors.Is does not match *Error values by code")
+	}
+	if errors.Is(err, &utcp.Error{Code: utcp.CodeTimeout}) {
+		t.Errorf("errors.Is matched a different code")
+	}
+}
+
+func TestCodesAreUniqueAndSnakeCase(t *testing.T) {
+	seen := map[utcp.Code]bool{}
+	for _, c := range utcp.Codes() {
+		if seen[c] {
+			t.Errorf("code %q listed twice", c)
+		}
+		seen[c] = true
+		for _, r := range c {
+			if !(r == '_' || r >= 'a' && r <= 'z') {
+				t.Errorf("code %q is not snake_case", c)
+				break
+			}
+		}
+	}
+}
+
+func TestClosest(t *testing.T) {
+	names := []string{"http_method", "headers", "header_fields", "url", "body_field"}
+	if diff := cmp.Diff([]string{"http_method"}, utcp.Closest("http_methd", names, 1)); diff != "" {
+		t.Errorf("Closest (-want +got):\n%s", diff)
+	}
+	if got := utcp.Closest("zzzzzzzz", names, 3); len(got) != 0 {
+		t.Errorf("Closest of an unrelated name = %v, want none", got)
+	}
+}
+
+func TestCallTemplateJSON(t *testing.T) {
+	raw := `{"name":"m","call_template_type":"http","url":"https://x","auth":{"auth_type":"api_key","api_key":"$K"},"allowed_communication_protocols":["http","cli"]}`
+	var tmpl utcp.CallTemplate
+	if err := json.Unmarshal([]byte(raw), &tmpl); err != nil {
+		t.Fatal(err)
+	}
+	if tmpl.Name != "m" || tmpl.Type != "http" || tmpl.Auth.APIKey != "$K" {
+		t.Errorf("decoded %+v", tmpl)
+	}
+	out, err := json.Marshal(tmpl)
+	if err != nil || string(out) != raw {
+		t.Errorf("re-encoded %s (%v), want the raw template unchanged", out, err)
+	}
+	if !tmpl.Allows("cli") || tmpl.Allows("mcp") {
+		t.Errorf("Allows: explicit list not honoured")
+	}
+	def := utcp.CallTemplate{Type: "http"}
+	if !def.Allows("http") || def.Allows("cli") {
+		t.Errorf("Allows: the default must be only the template's own type")
+	}
+}
+
+func TestAuthMetadata(t *testing.T) {
+	manual := &utcp.CallTemplate{Auth: &utcp.Auth{Type: utcp.AuthOAuth2, TokenURL: "https://t", ClientID: "c"}}
+	tool := &utcp.CallTemplate{Auth: &utcp.Auth{Type: utcp.AuthOAuth2User, AccessToken: "$T", Ownership: "user", GrantType: "device_code"}}
+	if diff := cmp.Diff(utcp.AuthMetadata{Type: "oauth2_user", Ownership: "user", GrantType: "device_code"}, utcp.EffectiveAuth(manual, tool).Metadata()); diff != "" {
+		t.Errorf("tool-level auth must override (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(utcp.AuthMetadata{Type: "oauth2", Ownership: "static", GrantType: "client_credentials"}, utcp.EffectiveAuth(manual, &utcp.CallTemplate{}).Metadata()); diff != "" {
+		t.Errorf("manual-level defaults (-want +got):\n%s", diff)
+	}
+	if got := utcp.EffectiveAuth(nil, nil).Metadata(); got != (utcp.AuthMetadata{}) {
+		t.Errorf("no auth: %+v", got)
+	}
+}
