@@ -47,6 +47,9 @@ type Options struct {
 	// OnCall, when set, is called once after every call with its record
 	// (metrics, audit). It must be fast and must not block.
 	OnCall func(*CallRecord)
+	// Store persists manuals registered with Source "api"; nil persists
+	// nothing. Restore registers what it holds.
+	Store registry.Store
 	// Logger receives registration warnings and transport logs.
 	Logger *slog.Logger
 }
@@ -76,6 +79,7 @@ type Gateway struct {
 	varsGen atomic.Uint64
 	post    []manuals.PostProcessor
 	tokens  transports.TokenSource
+	store   registry.Store
 
 	mu         sync.Mutex
 	transports map[string]transports.Transport
@@ -112,6 +116,7 @@ func New(opts Options) (*Gateway, error) {
 	}
 	g.vars.Store(vars)
 	g.post = opts.PostProcessors
+	g.store = opts.Store
 	g.tokens = opts.Tokens
 	if g.tokens == nil {
 		g.tokens = transports.NewTokenCache(transports.NewHTTPClient(transports.ClientOptions{}))

@@ -27,6 +27,10 @@ type RegisterOptions struct {
 	// its backend (a stored copy served at start while the backend is
 	// re-discovered in the background).
 	Manual *utcp.Manual
+	// Registered, when set, is kept as the manual's registration time.
+	Registered time.Time
+	// NoPersist skips writing the manual to the store (it came from it).
+	NoPersist bool
 }
 
 // RegisterResult reports one registration.
@@ -127,23 +131,37 @@ func (g *Gateway) RegisterManual(ctx context.Context, raw json.RawMessage, opts 
 	res.Manual = m
 
 	g.regLock.Lock()
-	var old *registry.Manual
-	if opts.Replace {
-		if prev, ok := g.reg.Manual(name); ok {
-			entry.Registered = prev.Registered
-		}
-		old, err = g.reg.Replace(entry)
-		if err != nil {
+	prev, exists := g.reg.Manual(name)
+	if exists && !opts.Replace {
+		g.regLock.Unlock()
+		_ = tr.DeregisterManual(context.WithoutCancel(ctx), resolved)
+		return nil, manualExists(name)
+	}
+	if exists {
+		entry.Registered = prev.Registered
+	}
+	if !opts.Registered.IsZero() {
+		entry.Registered = opts.Registered
+	}
+	if g.store != nil && opts.Source == registry.SourceAPI && !opts.NoPersist {
+		rec := &registry.Record{Name: name, Template: tmpl.Raw, Manual: m, Source: opts.Source, Registered: entry.Registered, Refreshed: entry.Refreshed}
+		if err := g.store.Put(context.WithoutCancel(ctx), rec); err != nil {
 			g.regLock.Unlock()
 			_ = tr.DeregisterManual(context.WithoutCancel(ctx), resolved)
-			return nil, err
+			return nil, fmt.Errorf("persisting manual %q: %w", name, err)
 		}
-	} else if err := g.reg.Add(entry); err != nil {
-		g.regLock.Unlock()
+	}
+	var old *registry.Manual
+	if exists {
+		old, err = g.reg.Replace(entry)
+	} else {
+		err = g.reg.Add(entry)
+	}
+	g.regLock.Unlock()
+	if err != nil {
 		_ = tr.DeregisterManual(context.WithoutCancel(ctx), resolved)
 		return nil, err
 	}
-	g.regLock.Unlock()
 	for _, w := range res.Warnings {
 		g.log.Warn("registering manual", "manual", name, "warning", w)
 	}
@@ -217,6 +235,12 @@ func (g *Gateway) RegisterManuals(ctx context.Context, raws []json.RawMessage, o
 // on it; its transport state is released once they have.
 func (g *Gateway) DeregisterManual(ctx context.Context, name string) error {
 	g.regLock.Lock()
+	if m, ok := g.reg.Manual(name); ok && m.Source == registry.SourceAPI && g.store != nil {
+		if err := g.store.Delete(context.WithoutCancel(ctx), name); err != nil && !errors.Is(err, registry.ErrNotFound) {
+			g.regLock.Unlock()
+			return fmt.Errorf("removing manual %q from the store: %w", name, err)
+		}
+	}
 	old, err := g.reg.Remove(name)
 	g.regLock.Unlock()
 	if err != nil {

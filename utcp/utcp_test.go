@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -113,5 +114,28 @@ func TestAuthMetadata(t *testing.T) {
 	}
 	if got := utcp.EffectiveAuth(nil, nil).Metadata(); got != (utcp.AuthMetadata{}) {
 		t.Errorf("no auth: %+v", got)
+	}
+}
+
+func TestRedact(t *testing.T) {
+	in := `{"name":"m","url":"https://x/{id}","headers":{"Authorization":"Bearer abc123","X-Api-Key":"${KEY}","Accept":"json"},
+	 "auth":{"auth_type":"oauth2","token_url":"https://t","client_id":"cid","client_secret":"s3cr3t"},
+	 "env_vars":{"GITHUB_TOKEN":"ghp_xxx","PATH":"/bin"},"nested":{"password":123}}`
+	var got map[string]any
+	if err := json.Unmarshal(utcp.Redact(json.RawMessage(in)), &got); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]any{
+		"name": "m", "url": "https://x/{id}",
+		"headers":  map[string]any{"Authorization": utcp.Redacted, "X-Api-Key": "${KEY}", "Accept": "json"},
+		"auth":     map[string]any{"auth_type": "oauth2", "token_url": "https://t", "client_id": "cid", "client_secret": utcp.Redacted},
+		"env_vars": map[string]any{"GITHUB_TOKEN": utcp.Redacted, "PATH": "/bin"},
+		"nested":   map[string]any{"password": utcp.Redacted},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Redact (-want +got):\n%s", diff)
+	}
+	if got := string(utcp.Redact(json.RawMessage(`{"headers":{"Authorization":"Bearer ${TOKEN}"}}`))); !strings.Contains(got, "${TOKEN}") {
+		t.Errorf("a variable reference was redacted: %s", got)
 	}
 }

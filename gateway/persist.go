@@ -1,0 +1,94 @@
+package gateway
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/utcpd/utcpd/registry"
+	"github.com/utcpd/utcpd/utcp"
+)
+
+// RefreshManual discovers a registered manual again from its template and
+// replaces it atomically (calls in flight finish on the old one). It keeps
+// the manual's source and registration time, and updates the stored copy.
+func (g *Gateway) RefreshManual(ctx context.Context, name string) (*RegisterResult, error) {
+	m, ok := g.reg.Manual(name)
+	if !ok {
+		return nil, utcp.NewError(utcp.CodeManualNotFound, "manual %q is not registered", name).WithDetail("manual", name)
+	}
+	return g.RegisterManual(ctx, m.Template.Raw, RegisterOptions{Source: m.Source, Replace: true, Registered: m.Registered})
+}
+
+// Restore registers every manual in the store from its stored copy,
+// without contacting any backend, so the tools serve at once. It returns
+// how many were restored and the failures (a manual whose template no
+// longer parses or whose variables no longer resolve stays in the store).
+// Then, unless rediscover is false, it discovers each manual again in the
+// background, keeping the stored copy when its backend is unreachable.
+func (g *Gateway) Restore(ctx context.Context, rediscover bool) (int, []*RegisterResult, error) {
+	if g.store == nil {
+		return 0, nil, nil
+	}
+	recs, err := g.store.List(ctx)
+	if err != nil {
+		return 0, nil, err
+	}
+	var (
+		mu       sync.Mutex
+		failed   []*RegisterResult
+		restored []string
+		wg       sync.WaitGroup
+		sem      = make(chan struct{}, 8)
+	)
+	for _, rec := range recs {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			opts := RegisterOptions{Source: rec.Source, Manual: rec.Manual, Registered: rec.Registered, NoPersist: true}
+			if rec.Manual == nil {
+				opts.Manual = &utcp.Manual{UTCPVersion: utcp.Version}
+			}
+			_, err := g.RegisterManual(ctx, rec.Template, opts)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				g.log.Error("restoring manual", "manual", rec.Name, "err", err)
+				failed = append(failed, &RegisterResult{Name: rec.Name, Err: err})
+				return
+			}
+			restored = append(restored, rec.Name)
+		})
+	}
+	wg.Wait()
+	if rediscover {
+		go g.rediscover(context.WithoutCancel(ctx), restored)
+	}
+	return len(restored), failed, nil
+}
+
+// rediscover refreshes the named manuals, a few at a time. A failure keeps
+// the stored copy serving and is logged.
+func (g *Gateway) rediscover(ctx context.Context, names []string) {
+	sem := make(chan struct{}, 4)
+	var wg sync.WaitGroup
+	for _, name := range names {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			cctx, cancel := context.WithTimeout(ctx, time.Minute)
+			defer cancel()
+			if _, err := g.RefreshManual(cctx, name); err != nil {
+				g.log.Warn("rediscovering manual; the stored copy keeps serving", "manual", name, "err", err)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// Manual returns a registered manual's entry (template, tools, source,
+// times). Treat it as read-only; use Redact before showing its template.
+func (g *Gateway) Manual(name string) (*registry.Manual, bool) { return g.reg.Manual(name) }
+
+// Manuals returns every registered manual, sorted by name.
+func (g *Gateway) Manuals() []*registry.Manual { return g.reg.Manuals() }

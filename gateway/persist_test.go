@@ -1,0 +1,69 @@
+package gateway_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/utcpd/utcpd/gateway"
+	"github.com/utcpd/utcpd/registry"
+	"github.com/utcpd/utcpd/registry/memstore"
+	"github.com/utcpd/utcpd/utcp"
+)
+
+func TestPersistAndRestore(t *testing.T) {
+	_, base := serveFixture(t)
+	store := memstore.New()
+	g := newGateway(t, gateway.Options{Store: store})
+	register(t, g, httpManual("kept", base+"/utcp", `"headers":{"X-Key":"$$literal"}`))
+	if _, err := g.RegisterManual(t.Context(), httpManual("fromconfig", base+"/utcp"), gateway.RegisterOptions{Source: registry.SourceConfig}); err != nil {
+		t.Fatal(err)
+	}
+	register(t, g, httpManual("gone", base+"/utcp"))
+	if err := g.DeregisterManual(t.Context(), "gone"); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := store.List(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 1 || recs[0].Name != "kept" || recs[0].Manual == nil || len(recs[0].Manual.Tools) != 5 {
+		t.Fatalf("store holds %+v, want only the api manual with its 5 tools", recs)
+	}
+	if _, err := store.Get(t.Context(), "gone"); !errors.Is(err, registry.ErrNotFound) {
+		t.Errorf("deregistered manual still stored: %v", err)
+	}
+
+	// A new gateway on the same store serves the stored manual at once.
+	g2 := newGateway(t, gateway.Options{Store: store})
+	n, failed, err := g2.Restore(t.Context(), true)
+	if err != nil || n != 1 || len(failed) != 0 {
+		t.Fatalf("Restore = %d, %v, %v", n, failed, err)
+	}
+	out, err := g2.CallTool(t.Context(), "kept.add", map[string]any{"a": 1, "b": 2}, gateway.CallOptions{})
+	if err != nil {
+		t.Fatalf("call on a restored manual: %v", err)
+	}
+	if out.Value.(map[string]any)["sum"] == nil {
+		t.Errorf("unexpected result %v", out.Value)
+	}
+	m, _ := g2.Manual("kept")
+	if m.Source != registry.SourceAPI {
+		t.Errorf("restored source = %q", m.Source)
+	}
+	// Background rediscovery refreshes it and updates the stored copy.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		rec, err := store.Get(t.Context(), "kept")
+		if err == nil && rec.Refreshed.After(recs[0].Refreshed) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("stored copy was never refreshed")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if _, err := g2.RefreshManual(t.Context(), "nope"); utcp.CodeOf(err) != utcp.CodeManualNotFound {
+		t.Errorf("refresh of an unknown manual: %v", err)
+	}
+}
