@@ -423,3 +423,22 @@ func TestParseOpenAPIRejectsOtherDocuments(t *testing.T) {
 		t.Errorf("ConvertOpenAPI(nil) succeeded")
 	}
 }
+
+// FuzzParseOpenAPI: arbitrary documents must convert or fail cleanly,
+// never panic or hang.
+func FuzzParseOpenAPI(f *testing.F) {
+	for _, seed := range []string{
+		`{"openapi":"3.0.0","info":{"title":"t"},"servers":[{"url":"https://api.example.com"}],"paths":{"/a/{id}":{"get":{"operationId":"getA","parameters":[{"name":"id","in":"path","required":true,"schema":{"type":"string"}}],"responses":{"200":{"content":{"application/json":{"schema":{"$ref":"#/components/schemas/A"}}}}}}}},"components":{"schemas":{"A":{"type":"object","properties":{"self":{"$ref":"#/components/schemas/A"}}}}}}`,
+		`{"swagger":"2.0","host":"x.example.com","basePath":"/v1","paths":{"/p":{"post":{"operationId":"p","parameters":[{"in":"body","name":"b","schema":{"type":"object"}}]}}},"securityDefinitions":{"k":{"type":"apiKey","name":"X-K","in":"header"}},"security":[{"k":[]}]}`,
+		"openapi: 3.1.0\npaths: {}\n",
+		`{"paths":{"/x":{"get":{"operationId":"x","parameters":[{"$ref":"#/nope"}]}}}}`,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		m, err := manuals.ParseOpenAPI(data, manuals.OpenAPIOptions{SpecURL: "https://spec.example.com/openapi.json"})
+		if err == nil && m == nil {
+			t.Fatalf("nil manual without error")
+		}
+	})
+}
