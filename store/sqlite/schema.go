@@ -1,0 +1,86 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// migrations are the schema changes, oldest first: migrations[i] takes
+// the schema from version i to version i+1. Released entries are never
+// edited; a change is a new entry.
+var migrations = [...][]string{
+	// 1: the manuals table. name's BINARY collation orders by UTF-8 bytes,
+	// as the Store contract's List order requires. Times are Unix
+	// nanoseconds, NULL for the zero time; manual is the JSON encoding of
+	// the utcp.Manual, NULL when never discovered; updated_at is when the
+	// row was last written.
+	{`CREATE TABLE manuals (
+		name          TEXT PRIMARY KEY,
+		template      BLOB NOT NULL,
+		manual        BLOB,
+		source        TEXT NOT NULL,
+		registered_at INTEGER,
+		refreshed_at  INTEGER,
+		updated_at    INTEGER
+	)`},
+}
+
+// SchemaVersion is the schema version this package writes: the number of
+// migrations it knows.
+const SchemaVersion = 1
+
+// Both differences must be non-negative: SchemaVersion == len(migrations).
+const _ = uint(SchemaVersion-len(migrations)) + uint(len(migrations)-SchemaVersion)
+
+// ErrSchemaTooNew is the error, wrapped, that Open returns for a database
+// whose schema version is newer than SchemaVersion: it was written by a
+// newer utcpd, and this one refuses to touch it rather than misread it.
+var ErrSchemaTooNew = errors.New("database schema is newer than this utcpd supports")
+
+// migrate brings the schema of the database behind db (a single
+// connection whose transactions begin IMMEDIATE, so concurrent openers
+// serialise) to SchemaVersion, in one transaction.
+func migrate(ctx context.Context, db *sql.DB, path string) (err error) {
+	fail := func(err error) error { return fmt.Errorf("sqlite: migrating %s: %w", path, err) }
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return fail(err)
+	}
+	defer func() {
+		if err != nil {
+			_ = tx.Rollback()
+		}
+	}()
+	if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+		version    INTEGER PRIMARY KEY,
+		applied_at INTEGER NOT NULL
+	)`); err != nil {
+		return fail(err)
+	}
+	var version int
+	if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&version); err != nil {
+		return fail(err)
+	}
+	if version > SchemaVersion {
+		return fmt.Errorf("sqlite: %s: %w: it is at schema version %d, this utcpd knows versions up to %d; run a newer utcpd or use another data directory",
+			path, ErrSchemaTooNew, version, SchemaVersion)
+	}
+	for v := version; v < SchemaVersion; v++ {
+		for _, stmt := range migrations[v] {
+			if _, err := tx.ExecContext(ctx, stmt); err != nil {
+				return fail(fmt.Errorf("migration %d: %w", v+1, err))
+			}
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)`,
+			v+1, time.Now().UnixNano()); err != nil {
+			return fail(fmt.Errorf("migration %d: %w", v+1, err))
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fail(err)
+	}
+	return nil
+}
