@@ -20,6 +20,7 @@ const (
 	CodeInvalidTemplate    Code = "invalid_template"     // a call template cannot be used
 	CodeManualExists       Code = "manual_exists"        // a manual with that name is registered
 	CodeManualNotFound     Code = "manual_not_found"     // no manual with that name
+	CodeManualReadOnly     Code = "manual_read_only"     // the manual comes from the config file or manuals dir
 	CodeDiscoveryFailed    Code = "discovery_failed"     // the manual could not be fetched
 	CodeVariableNotFound   Code = "variable_not_found"   // a ${VAR} did not resolve
 	CodeToolNotFound       Code = "tool_not_found"       // no tool with that name
@@ -36,6 +37,7 @@ const (
 	CodeUnsupported        Code = "unsupported"          // the transport cannot do this
 	CodePayloadTooLarge    Code = "payload_too_large"    // a body or output is over its cap
 	CodeUnauthorized       Code = "unauthorized"         // missing or wrong credentials
+	CodeForbidden          Code = "forbidden"            // the caller may not use this surface from where it is
 	CodeNotFound           Code = "not_found"            // no such route or object
 	CodeMethodNotAllowed   Code = "method_not_allowed"   // wrong HTTP method
 	CodeUnavailable        Code = "unavailable"          // the daemon is not ready
@@ -46,10 +48,10 @@ const (
 func Codes() []Code {
 	return []Code{
 		CodeInvalidRequest, CodeInvalidConfig, CodeInvalidManual, CodeInvalidTemplate,
-		CodeManualExists, CodeManualNotFound, CodeDiscoveryFailed, CodeVariableNotFound,
+		CodeManualExists, CodeManualNotFound, CodeManualReadOnly, CodeDiscoveryFailed, CodeVariableNotFound,
 		CodeToolNotFound, CodeAmbiguousTool, CodeInvalidArguments, CodeProtocolNotAllowed,
 		CodeGuardDenied, CodeGuardError, CodeReviewPending, CodeToolError, CodeTransportError,
-		CodeTimeout, CodeCanceled, CodeUnsupported, CodePayloadTooLarge, CodeUnauthorized,
+		CodeTimeout, CodeCanceled, CodeUnsupported, CodePayloadTooLarge, CodeUnauthorized, CodeForbidden,
 		CodeNotFound, CodeMethodNotAllowed, CodeUnavailable, CodeInternal,
 	}
 }

@@ -1,0 +1,197 @@
+// Package api is utcpd's HTTP surface on one listener: the admin API
+// (/admin/..., package api/admin), the REST front (/v1/..., package
+// api/front) and the operational endpoints (/healthz, /readyz, /metrics,
+// /openapi.json). New assembles them; the daemon serves the handler it
+// returns.
+//
+// Every error, on every route, is the envelope
+// {"error": {"code": "...", "message": "...", "details": {...}}} with the
+// status httpx.Status gives the code (the one mapping every surface uses).
+// Unknown routes are 404 not_found, a wrong method 405 method_not_allowed
+// with an Allow header, and a panic in a handler 500 internal (logged with
+// its stack, never sent).
+//
+// Authentication:
+//   - /admin/...: "Authorization: Bearer <Options.AdminToken>", compared in
+//     constant time; without an admin token configured the admin API
+//     answers only loopback clients addressing a loopback host, and others
+//     get 403 forbidden.
+//   - /v1/...: "Authorization: Bearer <key>" for one of Options.APIKeys when
+//     any is configured, else open; a missing or wrong key is 401
+//     unauthorized with a WWW-Authenticate challenge.
+//   - /healthz, /readyz, /metrics and /openapi.json are open: bind the
+//     listener to loopback or put a proxy in front to restrict them.
+//
+// Request bodies are capped (Options.MaxBodyBytes, 413 payload_too_large)
+// and must be sent as application/json.
+package api
+
+import (
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/utcpd/utcpd/api/admin"
+	"github.com/utcpd/utcpd/api/front"
+	"github.com/utcpd/utcpd/api/httpx"
+	"github.com/utcpd/utcpd/gateway"
+	"github.com/utcpd/utcpd/utcp"
+)
+
+// Options configure New. Gateway is required; every other field has a
+// default.
+type Options struct {
+	// Gateway serves every surface.
+	Gateway *gateway.Gateway
+	// AdminToken guards /admin/. Empty: the admin API answers loopback
+	// clients only.
+	AdminToken string
+	// APIKeys guard /v1/ when non-empty. An empty key is an error.
+	APIKeys []string
+	// MaxBodyBytes caps request bodies (default 4 MiB).
+	MaxBodyBytes int64
+	// DefaultTimeout is a tool call's deadline without ?timeout= (default
+	// 30 s); MaxTimeout caps it and ?timeout= (default 5 min). Discovery
+	// through the admin API is bounded by admin.DefaultTimeout, or by
+	// MaxTimeout when that is shorter.
+	DefaultTimeout, MaxTimeout time.Duration
+	// Ready reports whether the daemon is ready to serve (/readyz); nil
+	// means always ready. It must be fast.
+	Ready func() error
+	// Observer, when set, counts registrations and calls in flight, and is
+	// told the Gateway for its gauges. Install Observer.OnCall as
+	// gateway.Options.OnCall for the per-call metrics and log lines.
+	Observer *Observer
+	// Metrics serves /metrics. Default: the Observer's registry when it is
+	// a prometheus.Gatherer, else prometheus.DefaultGatherer.
+	Metrics http.Handler
+	// Logger receives internal errors and panics; nil discards them.
+	Logger *slog.Logger
+	// Version is reported by /healthz and in the OpenAPI document.
+	Version string
+}
+
+// New returns the handler serving every HTTP surface of utcpd, configured
+// by opts. It fails on an invalid configuration (no Gateway, an empty API
+// key, negative limits, a default timeout above the maximum).
+func New(opts Options) (http.Handler, error) {
+	s, err := newServer(opts)
+	if err != nil {
+		return nil, err
+	}
+	return s.handler, nil
+}
+
+// server is the assembled surface; tests reach its router.
+type server struct {
+	router  *httpx.Router
+	handler http.Handler
+}
+
+func newServer(opts Options) (*server, error) {
+	if opts.Gateway == nil {
+		return nil, errors.New("api: Options.Gateway is required")
+	}
+	for _, k := range opts.APIKeys {
+		if k == "" {
+			return nil, errors.New("api: an API key is empty")
+		}
+	}
+	if opts.MaxBodyBytes < 0 || opts.DefaultTimeout < 0 || opts.MaxTimeout < 0 {
+		return nil, errors.New("api: limits and timeouts must not be negative")
+	}
+	if opts.MaxTimeout == 0 {
+		opts.MaxTimeout = front.DefaultMaxTimeout
+	}
+	if opts.DefaultTimeout == 0 {
+		opts.DefaultTimeout = min(front.DefaultTimeout, opts.MaxTimeout)
+	}
+	if opts.DefaultTimeout > opts.MaxTimeout {
+		return nil, fmt.Errorf("api: the default timeout %v is above the maximum %v", opts.DefaultTimeout, opts.MaxTimeout)
+	}
+	if opts.MaxBodyBytes == 0 {
+		opts.MaxBodyBytes = httpx.DefaultMaxBodyBytes
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	doc, err := openAPIDocument(opts.Version)
+	if err != nil {
+		return nil, err
+	}
+
+	rt := httpx.NewRouter()
+	var recorder admin.Recorder
+	var tracker front.CallTracker
+	if opts.Observer != nil {
+		opts.Observer.SetGateway(opts.Gateway)
+		recorder, tracker = opts.Observer, opts.Observer
+	}
+
+	adminAuth := httpx.LoopbackOnly("the admin API (no admin token is configured)")
+	if opts.AdminToken != "" {
+		adminAuth = httpx.RequireToken(opts.AdminToken, "utcpd-admin")
+	}
+	admin.New(admin.Options{
+		Gateway: opts.Gateway, MaxBodyBytes: opts.MaxBodyBytes, Timeout: min(admin.DefaultTimeout, opts.MaxTimeout),
+		Recorder: recorder, Logger: log,
+	}).Register(rt, adminAuth)
+
+	front.New(front.Options{
+		Gateway: opts.Gateway, MaxBodyBytes: opts.MaxBodyBytes,
+		DefaultTimeout: opts.DefaultTimeout, MaxTimeout: opts.MaxTimeout,
+		Tracker: tracker, Logger: log,
+	}).Register(rt, httpx.RequireKeys(httpx.NewKeys(opts.APIKeys), "utcpd"))
+
+	health, _ := json.Marshal(map[string]string{"status": "ok", "version": opts.Version})
+	rt.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		httpx.WriteRaw(w, http.StatusOK, "application/json", health)
+	})
+	rt.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		if opts.Ready != nil {
+			if err := opts.Ready(); err != nil {
+				httpx.WriteError(w, httpx.Errorf(utcp.CodeUnavailable, "not ready: %v", err).WithDetail("reason", err.Error()))
+				return
+			}
+		}
+		httpx.WriteJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+	})
+	metrics := opts.Metrics
+	if metrics == nil {
+		g := prometheus.DefaultGatherer
+		if opts.Observer != nil && opts.Observer.gatherer != nil {
+			g = opts.Observer.gatherer
+		}
+		metrics = promhttp.HandlerFor(g, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelError)})
+	}
+	rt.Handle("GET /metrics", metrics)
+	rt.HandleFunc("GET /openapi.json", func(w http.ResponseWriter, r *http.Request) {
+		httpx.WriteRaw(w, http.StatusOK, "application/json", doc)
+	})
+
+	return &server{router: rt, handler: httpx.Recover(log)(rt)}, nil
+}
+
+//go:embed openapi.json
+var openAPIJSON []byte
+
+// openAPIDocument returns the embedded OpenAPI document with info.version
+// set to version (when given).
+func openAPIDocument(version string) ([]byte, error) {
+	var doc map[string]any
+	if err := json.Unmarshal(openAPIJSON, &doc); err != nil {
+		return nil, fmt.Errorf("api: the embedded OpenAPI document: %w", err)
+	}
+	if info, ok := doc["info"].(map[string]any); ok && version != "" {
+		info["version"] = version
+	}
+	return json.MarshalIndent(doc, "", "  ")
+}

@@ -1,0 +1,445 @@
+// Package front is utcpd's REST front: searching, describing and calling
+// tools over HTTP, under /v1/.
+//
+// Routes (every error is the httpx envelope):
+//
+//	GET  /v1/tools                 search (q, tags, limit) or list the tools
+//	GET  /v1/tools/{name}          one tool, with its auth metadata
+//	POST /v1/tools/{name}/call     call once: {"arguments": {...}} → {"result": ..., "is_error": bool}
+//	POST /v1/tools/{name}/stream   call as a stream: text/event-stream of chunk events, then end or error
+//
+// A failure the tool itself reports is a completed call: 200 with
+// "is_error": true and the tool's error value (or message) as the result.
+// Every other failure is an envelope with the status httpx.Status gives
+// its code. The call's deadline is ?timeout= (a Go duration such as
+// "5s"), capped by Options.MaxTimeout, default Options.DefaultTimeout; a
+// caller that disconnects cancels the backend call.
+package front
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/utcpd/utcpd/api/httpx"
+	"github.com/utcpd/utcpd/gateway"
+	"github.com/utcpd/utcpd/utcp"
+)
+
+// Defaults for Options.
+const (
+	// DefaultTimeout is a call's deadline when the request sets none.
+	DefaultTimeout = 30 * time.Second
+	// DefaultMaxTimeout caps ?timeout= when Options.MaxTimeout is zero.
+	DefaultMaxTimeout = 5 * time.Minute
+	// DefaultLimit is the number of tools GET /v1/tools returns without
+	// ?limit=.
+	DefaultLimit = 100
+	// MaxLimit is the largest ?limit= honoured; larger values are capped.
+	MaxLimit = 1000
+)
+
+// CallTracker is told when a call starts and ends (for the in-flight
+// gauge). Its methods must be fast and safe for concurrent use.
+type CallTracker interface {
+	CallStarted()
+	CallFinished()
+}
+
+// Options configure the REST front. Gateway is required.
+type Options struct {
+	// Gateway carries the calls.
+	Gateway *gateway.Gateway
+	// MaxBodyBytes caps request bodies (default httpx.DefaultMaxBodyBytes).
+	MaxBodyBytes int64
+	// DefaultTimeout is a call's deadline without ?timeout= (default
+	// DefaultTimeout); MaxTimeout caps both (default DefaultMaxTimeout).
+	DefaultTimeout, MaxTimeout time.Duration
+	// Tracker, when set, counts calls in flight.
+	Tracker CallTracker
+	// Logger receives internal errors; nil discards them.
+	Logger *slog.Logger
+}
+
+// Handler serves the REST front. Create it with New and mount it with
+// Register.
+type Handler struct {
+	g          *gateway.Gateway
+	maxBody    int64
+	defTimeout time.Duration
+	maxTimeout time.Duration
+	tracker    CallTracker
+	log        *slog.Logger
+}
+
+// New returns the REST front for opts.
+func New(opts Options) *Handler {
+	h := &Handler{g: opts.Gateway, maxBody: opts.MaxBodyBytes, defTimeout: opts.DefaultTimeout,
+		maxTimeout: opts.MaxTimeout, tracker: opts.Tracker, log: opts.Logger}
+	if h.maxBody <= 0 {
+		h.maxBody = httpx.DefaultMaxBodyBytes
+	}
+	if h.maxTimeout <= 0 {
+		h.maxTimeout = DefaultMaxTimeout
+	}
+	if h.defTimeout <= 0 {
+		h.defTimeout = DefaultTimeout
+	}
+	h.defTimeout = min(h.defTimeout, h.maxTimeout)
+	if h.log == nil {
+		h.log = slog.New(slog.DiscardHandler)
+	}
+	return h
+}
+
+// Register mounts the front's routes on rt, each wrapped by wrap (the
+// API-key middleware; nil for none).
+func (h *Handler) Register(rt *httpx.Router, wrap func(http.Handler) http.Handler) {
+	if wrap == nil {
+		wrap = func(next http.Handler) http.Handler { return next }
+	}
+	handle := func(pattern string, f http.HandlerFunc) { rt.Handle(pattern, wrap(f)) }
+	handle("GET /v1/tools", h.list)
+	handle("GET /v1/tools/{name}", h.tool)
+	handle("POST /v1/tools/{name}/call", h.call)
+	handle("POST /v1/tools/{name}/stream", h.stream)
+}
+
+// Tool is a tool as the front shows it. Inputs and Outputs are JSON
+// Schemas ({} when the tool gave none). Auth is set by GET
+// /v1/tools/{name} only: the lifecycle metadata of the tool's effective
+// auth, never credentials.
+type Tool struct {
+	// Name is the qualified name (manual.tool).
+	Name string `json:"name"`
+	// Description and Tags are the tool's, as its manual gave them.
+	Description string   `json:"description"`
+	Tags        []string `json:"tags"`
+	// Inputs and Outputs are JSON Schemas.
+	Inputs  json.RawMessage `json:"inputs"`
+	Outputs json.RawMessage `json:"outputs"`
+	// Auth is the effective auth's metadata (GET /v1/tools/{name} only).
+	Auth *utcp.AuthMetadata `json:"auth,omitempty"`
+}
+
+// ToolList is the answer to GET /v1/tools.
+type ToolList struct {
+	// Tools are the matches, best first (registration order for an
+	// empty query).
+	Tools []Tool `json:"tools"`
+}
+
+// CallRequest is the body of a call or stream request. An empty body is
+// a call without arguments.
+type CallRequest struct {
+	// Arguments are the tool's arguments (numbers kept as json.Number).
+	Arguments map[string]any `json:"arguments"`
+}
+
+// CallResponse is the answer to a completed call. IsError is true when
+// the tool itself reported a failure; Result is then its error value, or
+// its message when it gave none.
+type CallResponse struct {
+	// Result is the tool's result, or its error value or message.
+	Result any `json:"result"`
+	// IsError reports a failure the tool itself reported.
+	IsError bool `json:"is_error"`
+}
+
+var emptySchema = json.RawMessage("{}")
+
+func toTool(t *utcp.Tool) Tool {
+	out := Tool{Name: t.Name, Description: t.Description, Tags: t.Tags, Inputs: t.Inputs, Outputs: t.Outputs}
+	if out.Tags == nil {
+		out.Tags = []string{}
+	}
+	if len(out.Inputs) == 0 {
+		out.Inputs = emptySchema
+	}
+	if len(out.Outputs) == 0 {
+		out.Outputs = emptySchema
+	}
+	return out
+}
+
+func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
+	httpx.Logged(h.log, w, r, err)
+}
+
+func (h *Handler) list(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	limit := DefaultLimit
+	if s := q.Get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 {
+			h.fail(w, r, httpx.Errorf(utcp.CodeInvalidRequest, "limit must be a positive integer, got %q", s).WithDetail("parameter", "limit"))
+			return
+		}
+		limit = min(n, MaxLimit)
+	}
+	var tags []string
+	for _, v := range q["tags"] {
+		for t := range strings.SplitSeq(v, ",") {
+			if t = strings.TrimSpace(t); t != "" {
+				tags = append(tags, t)
+			}
+		}
+	}
+	found := h.g.SearchTools(q.Get("q"), limit, tags)
+	out := ToolList{Tools: make([]Tool, 0, len(found))}
+	for _, t := range found {
+		out.Tools = append(out.Tools, toTool(t))
+	}
+	httpx.WriteJSON(w, http.StatusOK, out)
+}
+
+func (h *Handler) tool(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	t, err := h.g.Tool(name)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	out := toTool(t)
+	auth, err := h.g.AuthMetadata(t.Name)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	out.Auth = &auth
+	httpx.WriteJSON(w, http.StatusOK, out)
+}
+
+// timeout returns the call's deadline from ?timeout=, capped.
+func (h *Handler) timeout(r *http.Request) (time.Duration, error) {
+	if r.URL.RawQuery == "" {
+		return h.defTimeout, nil
+	}
+	s := r.URL.Query().Get("timeout")
+	if s == "" {
+		return h.defTimeout, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d <= 0 {
+		return 0, httpx.Errorf(utcp.CodeInvalidRequest, "timeout must be a positive Go duration such as 5s or 250ms, got %q", s).
+			WithDetail("parameter", "timeout")
+	}
+	return min(d, h.maxTimeout), nil
+}
+
+// prepare reads a call request: its deadline and arguments.
+func (h *Handler) prepare(w http.ResponseWriter, r *http.Request) (time.Duration, map[string]any, error) {
+	d, err := h.timeout(r)
+	if err != nil {
+		return 0, nil, err
+	}
+	buf := httpx.GetBuffer()
+	defer httpx.PutBuffer(buf)
+	if err := httpx.ReadBody(w, r, h.maxBody, buf); err != nil {
+		return 0, nil, err
+	}
+	if buf.Len() == 0 {
+		return d, nil, nil
+	}
+	var req CallRequest
+	if err := httpx.DecodeStrict(buf.Bytes(), &req); err != nil {
+		return 0, nil, err
+	}
+	return d, req.Arguments, nil
+}
+
+func (h *Handler) call(w http.ResponseWriter, r *http.Request) {
+	d, args, err := h.prepare(w, r)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), d)
+	defer cancel()
+	if h.tracker != nil {
+		h.tracker.CallStarted()
+		defer h.tracker.CallFinished()
+	}
+	res, err := h.g.CallTool(ctx, r.PathValue("name"), args, gateway.CallOptions{Principal: httpx.Principal(r.Context())})
+	if err != nil {
+		if te := toolError(err); te != nil {
+			writeResult(w, toolErrorValue(te), true)
+			return
+		}
+		h.fail(w, r, err)
+		return
+	}
+	writeResult(w, res.Value, false)
+}
+
+// toolError returns the failure the tool itself reported, if err is one.
+func toolError(err error) *utcp.ToolError {
+	var te *utcp.ToolError
+	if utcp.CodeOf(err) == utcp.CodeToolError && errors.As(err, &te) {
+		return te
+	}
+	return nil
+}
+
+func toolErrorValue(te *utcp.ToolError) any {
+	if te.Value != nil {
+		return te.Value
+	}
+	return te.Error()
+}
+
+// writeResult writes a CallResponse without going through reflection for
+// the envelope itself.
+func writeResult(w http.ResponseWriter, v any, isError bool) {
+	buf := httpx.GetBuffer()
+	defer httpx.PutBuffer(buf)
+	buf.WriteString(`{"result":`)
+	enc := json.NewEncoder(buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		httpx.WriteError(w, httpx.Errorf(utcp.CodeInternal, "encoding the result: %v", err))
+		return
+	}
+	buf.Truncate(buf.Len() - 1) // Encode's newline
+	if isError {
+		buf.WriteString(`,"is_error":true}` + "\n")
+	} else {
+		buf.WriteString(`,"is_error":false}` + "\n")
+	}
+	httpx.WriteRaw(w, http.StatusOK, "application/json", buf.Bytes())
+}
+
+// The server-sent events of /stream.
+const (
+	eventChunk = "chunk"
+	eventEnd   = "end"
+	eventError = "error"
+)
+
+func (h *Handler) stream(w http.ResponseWriter, r *http.Request) {
+	d, args, err := h.prepare(w, r)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), d)
+	defer cancel()
+	if h.tracker != nil {
+		h.tracker.CallStarted()
+		defer h.tracker.CallFinished()
+	}
+	st, err := h.g.CallToolStreaming(ctx, r.PathValue("name"), args, gateway.CallOptions{Principal: httpx.Principal(r.Context())})
+	if err != nil && toolError(err) == nil {
+		// Refused or not carried before anything streamed: a plain
+		// envelope with its status.
+		h.fail(w, r, err)
+		return
+	}
+	deadline, _ := ctx.Deadline()
+	sse := newSSE(w, deadline)
+	if err != nil {
+		h.streamError(sse, r, err)
+		return
+	}
+	defer st.Close()
+	for {
+		ev, err := st.Recv()
+		if errors.Is(err, io.EOF) {
+			sse.event(eventEnd, "", []byte("{}"))
+			return
+		}
+		if err != nil {
+			h.streamError(sse, r, err)
+			return
+		}
+		data, err := json.Marshal(ev.Data)
+		if err != nil {
+			h.streamError(sse, r, fmt.Errorf("encoding an event: %w", err))
+			return
+		}
+		if !sse.event(eventChunk, ev.ID, data) {
+			return // the client went away; Close cancels the call
+		}
+	}
+}
+
+// sseWriter writes server-sent events, flushing each.
+type sseWriter struct {
+	w   http.ResponseWriter
+	rc  *http.ResponseController
+	buf []byte
+	err error
+}
+
+// newSSE starts the event stream. The connection's write deadline (a
+// server WriteTimeout) is moved to shortly after the call's deadline, so a
+// long stream is not cut by a timeout meant for ordinary answers.
+func newSSE(w http.ResponseWriter, deadline time.Time) *sseWriter {
+	rc := http.NewResponseController(w)
+	if !deadline.IsZero() {
+		_ = rc.SetWriteDeadline(deadline.Add(10 * time.Second))
+	}
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	s := &sseWriter{w: w, rc: rc}
+	_ = s.rc.Flush()
+	return s
+}
+
+// event writes one event (data must be one line of JSON) and flushes it.
+// It reports false once writing has failed.
+func (s *sseWriter) event(name, id string, data []byte) bool {
+	if s.err != nil {
+		return false
+	}
+	b := s.buf[:0]
+	b = append(b, "event: "...)
+	b = append(b, name...)
+	b = append(b, '\n')
+	if id != "" && !strings.ContainsAny(id, "\r\n\x00") {
+		b = append(b, "id: "...)
+		b = append(b, id...)
+		b = append(b, '\n')
+	}
+	b = append(b, "data: "...)
+	b = append(b, data...)
+	b = append(b, "\n\n"...)
+	s.buf = b
+	if _, err := s.w.Write(b); err != nil {
+		s.err = err
+		return false
+	}
+	if err := s.rc.Flush(); err != nil {
+		s.err = err
+		return false
+	}
+	return true
+}
+
+// streamError logs an internal error and writes err as an error event.
+func (h *Handler) streamError(s *sseWriter, r *http.Request, err error) {
+	if utcp.CodeOf(err) == utcp.CodeInternal {
+		h.log.Error("internal error", "method", r.Method, "path", r.URL.Path, "err", err)
+	}
+	s.errorEvent(err)
+}
+
+// errorEvent writes err as an error event carrying the envelope.
+func (s *sseWriter) errorEvent(err error) {
+	_, env := httpx.Problem(err)
+	data, merr := json.Marshal(env)
+	if merr != nil {
+		data = []byte(`{"error":{"code":"internal","message":"internal error","details":{}}}`)
+	}
+	s.event(eventError, "", data)
+}
