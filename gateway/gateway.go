@@ -9,6 +9,7 @@
 package gateway
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -81,6 +82,12 @@ type Gateway struct {
 	tokens  transports.TokenSource
 	store   registry.Store
 
+	// life is cancelled by Close; background work (rediscovery) runs on
+	// it and is waited for by Close.
+	life       context.Context
+	stop       context.CancelFunc
+	background sync.WaitGroup
+
 	mu         sync.Mutex
 	transports map[string]transports.Transport
 	closed     bool
@@ -90,6 +97,7 @@ type Gateway struct {
 // New returns a Gateway.
 func New(opts Options) (*Gateway, error) {
 	g := &Gateway{opts: opts, transports: map[string]transports.Transport{}}
+	g.life, g.stop = context.WithCancel(context.Background())
 	g.log = opts.Logger
 	if g.log == nil {
 		g.log = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -164,6 +172,8 @@ func (g *Gateway) transport(typ string) (transports.Transport, error) {
 // Close deregisters every manual and closes every transport. Calls in
 // flight are not waited for; cancel them first for a graceful stop.
 func (g *Gateway) Close() error {
+	g.stop()
+	g.background.Wait()
 	g.mu.Lock()
 	if g.closed {
 		g.mu.Unlock()

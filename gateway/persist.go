@@ -17,7 +17,7 @@ func (g *Gateway) RefreshManual(ctx context.Context, name string) (*RegisterResu
 	if !ok {
 		return nil, utcp.NewError(utcp.CodeManualNotFound, "manual %q is not registered", name).WithDetail("manual", name)
 	}
-	return g.RegisterManual(ctx, m.Template.Raw, RegisterOptions{Source: m.Source, Replace: true, Registered: m.Registered})
+	return g.RegisterManual(ctx, m.Template.Raw, RegisterOptions{Source: m.Source, Replace: true, Registered: m.Registered, expect: m})
 }
 
 // Restore registers every manual in the store from its stored copy,
@@ -62,7 +62,11 @@ func (g *Gateway) Restore(ctx context.Context, rediscover bool) (int, []*Registe
 	}
 	wg.Wait()
 	if rediscover {
-		go g.rediscover(context.WithoutCancel(ctx), restored)
+		g.background.Add(1)
+		go func() {
+			defer g.background.Done()
+			g.rediscover(g.life, restored)
+		}()
 	}
 	return len(restored), failed, nil
 }

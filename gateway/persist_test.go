@@ -1,10 +1,15 @@
 package gateway_test
 
 import (
+	"encoding/json"
 	"errors"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/utcpd/utcpd/examples/servers/http/httpserver"
 	"github.com/utcpd/utcpd/gateway"
 	"github.com/utcpd/utcpd/registry"
 	"github.com/utcpd/utcpd/registry/memstore"
@@ -65,5 +70,39 @@ func TestPersistAndRestore(t *testing.T) {
 	}
 	if _, err := g2.RefreshManual(t.Context(), "nope"); utcp.CodeOf(err) != utcp.CodeManualNotFound {
 		t.Errorf("refresh of an unknown manual: %v", err)
+	}
+}
+
+// A manual deleted while it is being refreshed stays deleted.
+func TestRefreshDoesNotResurrect(t *testing.T) {
+	release := make(chan struct{})
+	var calls atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if calls.Add(1) > 1 {
+			<-release
+		}
+		_ = json.NewEncoder(w).Encode(httpserver.Manual("http://"+r.Host, httpserver.Options{}))
+	}))
+	t.Cleanup(srv.Close)
+	store := memstore.New()
+	g := newGateway(t, gateway.Options{Store: store})
+	register(t, g, httpManual("m", srv.URL+"/utcp"))
+	done := make(chan error, 1)
+	go func() { _, err := g.RefreshManual(t.Context(), "m"); done <- err }()
+	for calls.Load() < 2 {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := g.DeregisterManual(t.Context(), "m"); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	if err := <-done; utcp.CodeOf(err) != utcp.CodeManualNotFound {
+		t.Errorf("refresh of a deleted manual: err = %v, want manual_not_found", err)
+	}
+	if _, ok := g.Manual("m"); ok {
+		t.Errorf("the deleted manual came back")
+	}
+	if _, err := store.Get(t.Context(), "m"); !errors.Is(err, registry.ErrNotFound) {
+		t.Errorf("the deleted manual is back in the store: %v", err)
 	}
 }

@@ -31,6 +31,11 @@ type RegisterOptions struct {
 	Registered time.Time
 	// NoPersist skips writing the manual to the store (it came from it).
 	NoPersist bool
+
+	// expect, set by RefreshManual, is the entry being refreshed: the
+	// refresh applies only while that entry is still the registered one,
+	// so a manual removed or replaced meanwhile is not brought back.
+	expect *registry.Manual
 }
 
 // RegisterResult reports one registration.
@@ -132,6 +137,11 @@ func (g *Gateway) RegisterManual(ctx context.Context, raw json.RawMessage, opts 
 
 	g.regLock.Lock()
 	prev, exists := g.reg.Manual(name)
+	if opts.expect != nil && prev != opts.expect {
+		g.regLock.Unlock()
+		_ = tr.DeregisterManual(context.WithoutCancel(ctx), resolved)
+		return nil, utcp.NewError(utcp.CodeManualNotFound, "manual %q was removed or replaced while it was being refreshed", name).WithDetail("manual", name)
+	}
 	if exists && !opts.Replace {
 		g.regLock.Unlock()
 		_ = tr.DeregisterManual(context.WithoutCancel(ctx), resolved)

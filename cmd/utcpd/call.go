@@ -6,27 +6,35 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/url"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/utcpd/utcpd/api/front"
 	"github.com/utcpd/utcpd/gateway"
 	"github.com/utcpd/utcpd/utcp"
 )
 
 func newCallCmd() *cobra.Command {
-	var gf gatewayFlags
+	var tf targetFlags
 	var argsJSON string
 	var timeout time.Duration
 	cmd := &cobra.Command{
 		Use:   "call TOOL",
 		Short: "Call a tool and print its result as JSON",
-		Long: `call calls TOOL (manual.tool, or an unambiguous tool name) with the JSON
+		Long: `call calls TOOL (manual.tool, or an unambiguous tool name) once with the JSON
 object given by --args, through the same guard and checks as the daemon, and
 prints {"result": ..., "is_error": ...}.
+` + toolsModes + `
 
-It exits 0 when the tool succeeded, 3 when the tool reported an error, and 1
-when the call could not be made (the error's code is printed).`,
+It exits 0 when the tool succeeded, 3 when the tool itself reported an error
+(the result holds the tool's error), 2 when --args is not a JSON object or the
+configuration is unusable, and 1 when the call could not be made (the error's
+code and message are printed, e.g. "utcpd: tool_not_found: ...").`,
+		Example: `  utcpd call demo.add --args '{"a": 2, "b": 3}' --config examples/manuals/quickstart.json
+  utcpd call demo.add --args '{"a": 2, "b": 3}' --server http://127.0.0.1:8787`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var callArgs map[string]any
@@ -35,28 +43,55 @@ when the call could not be made (the error's code is printed).`,
 			if err := dec.Decode(&callArgs); err != nil {
 				return &exitError{code: exitUsage, err: fmt.Errorf("--args must be a JSON object: %v", err)}
 			}
-			g, err := gf.open(cmd)
+			if dec.More() {
+				return &exitError{code: exitUsage, err: errors.New("--args must be one JSON object")}
+			}
+			c, err := tf.remote(cmd)
 			if err != nil {
 				return err
 			}
-			defer g.Close()
-			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
-			defer cancel()
-			res, err := g.CallTool(ctx, args[0], callArgs, gateway.CallOptions{Principal: "cli"})
-			var te *utcp.ToolError
-			switch {
-			case errors.As(err, &te):
-				_ = writeJSON(cmd.OutOrStdout(), map[string]any{"result": toolErrorValue(te), "is_error": true})
-				return &exitError{code: exitToolError, err: errors.New("")}
-			case err != nil:
-				return fmt.Errorf("[%s] %w", utcp.CodeOf(err), err)
+			var out front.CallResponse
+			if c != nil {
+				// The daemon enforces the deadline; the client waits a
+				// little longer to receive its answer.
+				ctx, cancel := withTimeout(cmd.Context(), timeout+5*time.Second)
+				defer cancel()
+				q := url.Values{"timeout": {timeout.String()}}
+				body := front.CallRequest{Arguments: callArgs}
+				if err := c.do(ctx, http.MethodPost, "/v1/tools/"+pathEscape(args[0])+"/call", q, body, &out); err != nil {
+					return err
+				}
+			} else {
+				g, err := tf.open(cmd)
+				if err != nil {
+					return err
+				}
+				defer g.Close()
+				ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
+				defer cancel()
+				res, err := g.CallTool(ctx, args[0], callArgs, gateway.CallOptions{Principal: "cli"})
+				var te *utcp.ToolError
+				switch {
+				case errors.As(err, &te) && utcp.CodeOf(err) == utcp.CodeToolError:
+					out = front.CallResponse{Result: toolErrorValue(te), IsError: true}
+				case err != nil:
+					return err
+				default:
+					out = front.CallResponse{Result: res.Value}
+				}
 			}
-			return writeJSON(cmd.OutOrStdout(), map[string]any{"result": res.Value, "is_error": false})
+			if err := writeJSON(cmd.OutOrStdout(), map[string]any{"result": out.Result, "is_error": out.IsError}); err != nil {
+				return err
+			}
+			if out.IsError {
+				return &exitError{code: exitToolError, err: errors.New("")}
+			}
+			return nil
 		},
 	}
-	gf.add(cmd)
+	tf.add(cmd)
 	cmd.Flags().StringVarP(&argsJSON, "args", "a", "{}", "the tool's arguments as a JSON object")
-	cmd.Flags().DurationVar(&timeout, "timeout", 30*time.Second, "give up after this long")
+	cmd.Flags().DurationVar(&timeout, "timeout", 30*time.Second, "the call's deadline (a daemon caps it at its max_timeout)")
 	return cmd
 }
 

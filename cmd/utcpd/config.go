@@ -1,7 +1,9 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 
 	"github.com/spf13/cobra"
 
@@ -13,6 +15,9 @@ func newConfigCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "config",
 		Short: "Work with configuration files",
+		Long: `config works with utcpd configuration files: UTCP client configurations (v1.1,
+or legacy v0.1; files of other UTCP clients load unchanged) with an optional
+"gateway" section for the daemon (see "utcpd serve --help").`,
 	}
 	var strict bool
 	validate := &cobra.Command{
@@ -20,14 +25,23 @@ func newConfigCmd() *cobra.Command {
 		Short: "Check a configuration file and report every problem with its location",
 		Long: `validate loads FILE as a UTCP client configuration (v1.1, or legacy v0.1
 providers), parses every manual call template with its transport, and prints
-each problem as "file:line: json.path: message". Unknown fields are warnings
+each problem as "file:line: json.path: message". It also checks the utcpd
+"gateway" section (see "utcpd serve --help"). Unknown fields are warnings
 (with the closest known field); --strict makes them errors.
 
 It exits 0 when the file is usable, 2 when it has errors.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			out := cmd.OutOrStdout()
-			cfg, err := manuals.LoadConfig(args[0], manuals.Options{Strict: strict})
+			var data []byte
+			opts := manuals.Options{Strict: strict, ReadFile: func(name string) ([]byte, error) {
+				b, err := readCapped(name, 32<<20)
+				if name == args[0] {
+					data = b
+				}
+				return b, err
+			}}
+			cfg, err := manuals.LoadConfig(args[0], opts)
 			if err != nil {
 				ps := manuals.ProblemsOf(err)
 				if len(ps) == 0 {
@@ -40,6 +54,11 @@ It exits 0 when the file is usable, 2 when it has errors.`,
 			}
 			errs := 0
 			ps := manuals.Validate(cfg, transports.Default, strict)
+			s := defaultSettings()
+			gw := applyGatewaySection(&s, cfg.Gateway, args[0], data, cfg.Dir, strict)
+			gwps := append(gw.errs, gw.warnings...)
+			slices.SortStableFunc(gwps, func(a, b manuals.Problem) int { return cmp.Compare(a.Line, b.Line) })
+			ps = append(ps, gwps...)
 			for _, p := range ps {
 				fmt.Fprintln(out, p.String())
 				if p.Severity == manuals.SeverityError {

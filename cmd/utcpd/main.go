@@ -2,6 +2,13 @@
 // manuals into one registry and calls their tools over each tool's native
 // transport, through one guard.
 //
+//	utcpd serve                      run the daemon (admin API, REST front)
+//	utcpd call TOOL --args JSON      call a tool (daemon or in-process)
+//	utcpd tools list|search|show     inspect tools (daemon or in-process)
+//	utcpd manuals list|show|add|rm|refresh   manage a daemon's manuals
+//	utcpd config validate FILE       check a configuration file
+//	utcpd version                    print versions
+//
 // Exit codes: 0 success; 1 the command failed (the error is printed);
 // 2 bad usage or an invalid configuration; 3 the tool itself reported an
 // error (utcpd call).
@@ -11,10 +18,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/signal"
 	"syscall"
 
+	"github.com/joho/godotenv"
 	"github.com/spf13/cobra"
 
 	_ "github.com/utcpd/utcpd/transports/all" // every transport
@@ -28,7 +37,8 @@ const (
 	exitToolError = 3
 )
 
-// exitError carries an exit code through cobra.
+// exitError carries an exit code through cobra. An empty message prints
+// nothing.
 type exitError struct {
 	code int
 	err  error
@@ -39,36 +49,115 @@ func (e *exitError) Unwrap() error { return e.err }
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	root := newRootCmd()
-	err := root.ExecuteContext(ctx)
+	code := run(ctx, os.Args[1:])
 	stop()
-	if err != nil {
-		code := exitFailure
-		var ee *exitError
-		if errors.As(err, &ee) {
-			code = ee.code
-		}
-		if err.Error() != "" {
-			fmt.Fprintln(os.Stderr, "utcpd:", err)
-		}
-		os.Exit(code)
-	}
-	os.Exit(exitOK)
+	os.Exit(code)
 }
 
-func newRootCmd() *cobra.Command {
-	root := &cobra.Command{
-		Use:   "utcpd",
-		Short: "The universal tool-calling gateway",
-		Long: `utcpd loads UTCP manuals (v1.1, and legacy v0.1 providers) into one registry
+// run executes the command line args and returns the exit code.
+func run(ctx context.Context, args []string) int {
+	root := newRootCmd()
+	root.SetArgs(args)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return exitOK
+	}
+	code := exitUsage // cobra's own errors: unknown command or flag, wrong arguments
+	var ee *exitError
+	if errors.As(err, &ee) {
+		code = ee.code
+	}
+	if msg := describe(err); msg != "" {
+		fmt.Fprintln(os.Stderr, "utcpd:", msg)
+		if ee == nil {
+			fmt.Fprintln(os.Stderr, "Run 'utcpd --help' for usage.")
+		}
+	}
+	return code
+}
+
+const rootLong = `utcpd loads UTCP manuals (v1.1, and legacy v0.1 providers) into one registry
 of qualified tool names (manual.tool) and calls each tool through its native
 transport, after the guard has allowed it.
 
-Exit codes: 0 success; 1 failure; 2 bad usage or invalid configuration;
-3 the tool itself reported an error.`,
+Run the daemon with "utcpd serve"; "utcpd tools" and "utcpd call" work against a
+running daemon (--server) or in-process from a configuration file (--config);
+"utcpd manuals" manages a running daemon's manuals through its admin API.
+
+A .env file in the working directory is loaded into the environment before any
+command runs (variables already set win).
+
+Environment:
+  UTCPD_CONFIG        configuration file (serve, and tools/call in-process)
+  UTCPD_SERVER        daemon URL for tools, call and manuals
+  UTCPD_API_KEY       API key the tools and call commands send to a daemon
+  UTCPD_ADMIN_TOKEN   admin token (serve: the token to require; manuals: the one to send)
+  UTCPD_LISTEN, UTCPD_API_KEYS, UTCPD_DATA_DIR, UTCPD_MANUALS_DIR,
+  UTCPD_LOG_FORMAT, UTCPD_LOG_LEVEL   serve settings (see "utcpd serve --help")
+
+Exit codes:
+  0  success
+  1  failure: the command could not do its work (the error code and message
+     are printed, e.g. "utcpd: tool_not_found: ...")
+  2  bad usage (unknown command or flag, wrong arguments) or an invalid
+     configuration, flag value or environment variable
+  3  the tool itself reported an error (utcpd call; the result is printed)`
+
+func newRootCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "utcpd",
+		Short:         "The universal tool-calling gateway",
+		Long:          rootLong,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			return loadDotenv()
+		},
 	}
-	root.AddCommand(newVersionCmd(), newConfigCmd(), newToolsCmd(), newCallCmd())
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
+		return &exitError{code: exitUsage, err: err}
+	})
+	root.AddCommand(newServeCmd(), newCallCmd(), newToolsCmd(), newManualsCmd(), newConfigCmd(), newVersionCmd())
+	markFailures(root)
 	return root
+}
+
+// markFailures wraps the RunE of every command so that an error without
+// an exit code exits 1 (failure), and the Args check so that wrong
+// arguments exit 2 (usage).
+func markFailures(cmd *cobra.Command) {
+	if run := cmd.RunE; run != nil {
+		cmd.RunE = func(c *cobra.Command, args []string) error {
+			err := run(c, args)
+			var ee *exitError
+			if err != nil && !errors.As(err, &ee) {
+				return &exitError{code: exitFailure, err: err}
+			}
+			return err
+		}
+	}
+	if check := cmd.Args; check != nil {
+		cmd.Args = func(c *cobra.Command, args []string) error {
+			if err := check(c, args); err != nil {
+				return &exitError{code: exitUsage, err: fmt.Errorf("%v (see '%s --help')", err, c.CommandPath())}
+			}
+			return nil
+		}
+	}
+	for _, sub := range cmd.Commands() {
+		markFailures(sub)
+	}
+}
+
+// loadDotenv loads ./.env into the environment; variables already set
+// win. A missing file is fine; an unreadable or malformed one is a usage
+// error.
+func loadDotenv() error {
+	if _, err := os.Stat(".env"); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err := godotenv.Load(".env"); err != nil {
+		return &exitError{code: exitUsage, err: fmt.Errorf(".env: %v", err)}
+	}
+	return nil
 }

@@ -1,48 +1,63 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
+	"net/url"
+	"strconv"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/utcpd/utcpd/gateway"
+	"github.com/utcpd/utcpd/api/front"
 	"github.com/utcpd/utcpd/utcp"
 )
 
-// gatewayFlags are the flags of commands that run a gateway in-process.
-type gatewayFlags struct {
-	config string
-	strict bool
-}
-
-func (f *gatewayFlags) add(cmd *cobra.Command) {
-	cmd.Flags().StringVarP(&f.config, "config", "c", "utcpd.json", "UTCP client configuration to load")
-	cmd.Flags().BoolVar(&f.strict, "strict", false, "treat unknown configuration fields as errors")
-}
-
-// open loads the configuration and registers its manuals in-process.
-func (f *gatewayFlags) open(cmd *cobra.Command) (*gateway.Gateway, error) {
-	cfg, err := loadConfig(f.config, f.strict, cmd.ErrOrStderr())
-	if err != nil {
-		return nil, err
-	}
-	return newGateway(cmd.Context(), cfg, discardLogger(), cmd.ErrOrStderr())
-}
+const toolsModes = `
+Every tools command runs either against a running daemon (--server URL, or
+$UTCPD_SERVER; the REST front's API key from --api-key or $UTCPD_API_KEY), or
+in-process: it loads the configuration file (--config, default $UTCPD_CONFIG,
+else utcpd.json), registers its manuals and answers from them.`
 
 func newToolsCmd() *cobra.Command {
-	cmd := &cobra.Command{Use: "tools", Short: "List, search and show tools"}
-	var gf gatewayFlags
+	cmd := &cobra.Command{
+		Use:   "tools",
+		Short: "List, search and show tools",
+		Long:  "tools lists, searches and shows the registered tools.\n" + toolsModes,
+	}
+	cmd.AddCommand(newToolsListCmd(), newToolsSearchCmd(), newToolsShowCmd())
+	return cmd
+}
+
+func newToolsListCmd() *cobra.Command {
+	var tf targetFlags
 	var asJSON bool
-	list := &cobra.Command{
+	var timeout time.Duration
+	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "List every registered tool",
+		Long:  "list prints every registered tool: its qualified name (manual.tool), tags and\nthe first line of its description.\n" + toolsModes,
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			g, err := gf.open(cmd)
+			c, err := tf.remote(cmd)
+			if err != nil {
+				return err
+			}
+			if c != nil {
+				ctx, cancel := withTimeout(cmd.Context(), timeout)
+				defer cancel()
+				tools, err := remoteTools(ctx, c, url.Values{"limit": {strconv.Itoa(front.MaxLimit)}})
+				if err != nil {
+					return err
+				}
+				return printTools(cmd.OutOrStdout(), tools, asJSON)
+			}
+			g, err := tf.open(cmd)
 			if err != nil {
 				return err
 			}
@@ -50,14 +65,48 @@ func newToolsCmd() *cobra.Command {
 			return printTools(cmd.OutOrStdout(), g.ListTools(), asJSON)
 		},
 	}
+	tf.add(cmd)
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON instead of a table")
+	cmd.Flags().DurationVar(&timeout, "timeout", 30*time.Second, "with --server: give up after this long")
+	return cmd
+}
+
+func newToolsSearchCmd() *cobra.Command {
+	var tf targetFlags
+	var asJSON bool
 	var limit int
 	var tags []string
-	search := &cobra.Command{
+	var timeout time.Duration
+	cmd := &cobra.Command{
 		Use:   "search QUERY",
 		Short: "Search tools by tags and description words (search_tools)",
-		Args:  cobra.ExactArgs(1),
+		Long: `search ranks the tools by how well their tags and description words match
+QUERY (UTCP's tag_and_description_word_match) and prints the best ones.
+` + toolsModes,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			g, err := gf.open(cmd)
+			c, err := tf.remote(cmd)
+			if err != nil {
+				return err
+			}
+			if c != nil {
+				ctx, cancel := withTimeout(cmd.Context(), timeout)
+				defer cancel()
+				q := url.Values{"q": {args[0]}}
+				if limit <= 0 || limit > front.MaxLimit {
+					limit = front.MaxLimit
+				}
+				q.Set("limit", strconv.Itoa(limit))
+				if len(tags) > 0 {
+					q.Set("tags", strings.Join(tags, ","))
+				}
+				tools, err := remoteTools(ctx, c, q)
+				if err != nil {
+					return err
+				}
+				return printTools(cmd.OutOrStdout(), tools, asJSON)
+			}
+			g, err := tf.open(cmd)
 			if err != nil {
 				return err
 			}
@@ -65,14 +114,41 @@ func newToolsCmd() *cobra.Command {
 			return printTools(cmd.OutOrStdout(), g.SearchTools(args[0], limit, tags), asJSON)
 		},
 	}
-	search.Flags().IntVar(&limit, "limit", 10, "at most this many tools (0: no limit)")
-	search.Flags().StringSliceVar(&tags, "tags", nil, "only tools with at least one of these tags")
-	show := &cobra.Command{
+	tf.add(cmd)
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON instead of a table")
+	cmd.Flags().IntVar(&limit, "limit", 10, "at most this many tools (0: no limit; a daemon returns at most 1000)")
+	cmd.Flags().StringSliceVar(&tags, "tags", nil, "only tools with at least one of these tags (comma-separated)")
+	cmd.Flags().DurationVar(&timeout, "timeout", 30*time.Second, "with --server: give up after this long")
+	return cmd
+}
+
+func newToolsShowCmd() *cobra.Command {
+	var tf targetFlags
+	var timeout time.Duration
+	cmd := &cobra.Command{
 		Use:   "show TOOL",
 		Short: "Show one tool's definition as JSON",
-		Args:  cobra.ExactArgs(1),
+		Long: `show prints one tool (manual.tool, or an unambiguous tool name) as JSON: name,
+description, tags, input and output schemas. In-process it includes the tool's
+call template with secret-looking values redacted; from a daemon it includes
+the tool's auth metadata (never credentials).
+` + toolsModes,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			g, err := gf.open(cmd)
+			c, err := tf.remote(cmd)
+			if err != nil {
+				return err
+			}
+			if c != nil {
+				ctx, cancel := withTimeout(cmd.Context(), timeout)
+				defer cancel()
+				var t json.RawMessage
+				if err := c.do(ctx, http.MethodGet, "/v1/tools/"+pathEscape(args[0]), nil, nil, &t); err != nil {
+					return err
+				}
+				return writeJSON(cmd.OutOrStdout(), t)
+			}
+			g, err := tf.open(cmd)
 			if err != nil {
 				return err
 			}
@@ -81,17 +157,31 @@ func newToolsCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return writeJSON(cmd.OutOrStdout(), t)
+			shown := *t
+			if t.ToolCallTemplate != nil {
+				tmpl := *t.ToolCallTemplate
+				tmpl.Raw = utcp.Redact(tmpl.Raw)
+				shown.ToolCallTemplate = &tmpl
+			}
+			return writeJSON(cmd.OutOrStdout(), &shown)
 		},
 	}
-	for _, c := range []*cobra.Command{list, search, show} {
-		gf.add(c)
-		if c != show {
-			c.Flags().BoolVar(&asJSON, "json", false, "print JSON instead of a table")
-		}
-	}
-	cmd.AddCommand(list, search, show)
+	tf.add(cmd)
+	cmd.Flags().DurationVar(&timeout, "timeout", 30*time.Second, "with --server: give up after this long")
 	return cmd
+}
+
+// remoteTools asks the daemon's REST front for tools.
+func remoteTools(ctx context.Context, c *client, q url.Values) ([]*utcp.Tool, error) {
+	var list front.ToolList
+	if err := c.do(ctx, http.MethodGet, "/v1/tools", q, nil, &list); err != nil {
+		return nil, err
+	}
+	out := make([]*utcp.Tool, len(list.Tools))
+	for i, t := range list.Tools {
+		out[i] = &utcp.Tool{Name: t.Name, Description: t.Description, Tags: t.Tags, Inputs: t.Inputs, Outputs: t.Outputs}
+	}
+	return out, nil
 }
 
 func printTools(w io.Writer, tools []*utcp.Tool, asJSON bool) error {

@@ -1,0 +1,202 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/utcpd/utcpd/gateway"
+	"github.com/utcpd/utcpd/manuals"
+	"github.com/utcpd/utcpd/utcp"
+)
+
+// wanted is one manual a source (the configuration file, the manuals
+// folder) wants registered.
+type wanted struct {
+	// Name is the sanitised manual name.
+	Name string
+	// Raw is the manual call template, variables unresolved.
+	Raw json.RawMessage
+	// Origin says where it came from, for logs: "utcpd.json:7:
+	// manual_call_templates[0]", or a file of the manuals folder.
+	Origin string
+	// Extra is content whose change needs a new discovery although Raw
+	// is unchanged (the bytes of a manual file a file template points at).
+	Extra []byte
+	// Keep leaves the registered version alone: the source is broken
+	// now and its last good version keeps serving.
+	Keep bool
+}
+
+// managedEntry is what a managedSet did last for one manual.
+type managedEntry struct {
+	fp     [32]byte // fingerprint of what was last tried
+	ok     bool     // the last try registered it
+	origin string
+}
+
+// managedSet keeps the manuals of one source (registry.SourceConfig or
+// registry.SourceDir) registered in a gateway in step with what the
+// source wants: it adds new manuals, replaces changed ones (discovery
+// first; a failure keeps the old version serving) and removes the ones
+// the source no longer has. It never touches a manual of another source.
+// Calls to sync must not overlap.
+type managedSet struct {
+	source  string
+	g       *gateway.Gateway
+	log     *slog.Logger
+	timeout time.Duration // per registration
+	have    map[string]*managedEntry
+	// record, when set, counts registrations (op "register", "replace"
+	// or "deregister") for metrics.
+	record func(source, op string, err error)
+}
+
+func newManagedSet(source string, g *gateway.Gateway, log *slog.Logger, timeout time.Duration, record func(source, op string, err error)) *managedSet {
+	if record == nil {
+		record = func(string, string, error) {}
+	}
+	return &managedSet{source: source, g: g, log: log, timeout: timeout, have: map[string]*managedEntry{}, record: record}
+}
+
+// syncStats counts what one sync did.
+type syncStats struct {
+	added, replaced, removed, failed, unchanged int
+}
+
+// fingerprint hashes what decides a manual's registration: its template,
+// its extra content, and its template with variables substituted (so a
+// changed variable value triggers a new discovery; the hash keeps no
+// secret).
+func fingerprint(w *wanted, vars *manuals.Resolver) [32]byte {
+	h := sha256.New()
+	h.Write(w.Raw)
+	h.Write([]byte{0})
+	h.Write(w.Extra)
+	h.Write([]byte{0})
+	if manuals.HasVariables(w.Raw) {
+		sub, err := manuals.Substitute(w.Raw, w.Name, vars)
+		if err != nil {
+			h.Write([]byte("error: " + err.Error()))
+		} else {
+			h.Write(sub)
+		}
+	}
+	var out [32]byte
+	h.Sum(out[:0])
+	return out
+}
+
+// sync brings the set in step with want. Unchanged manuals are left
+// alone; a manual whose last registration failed is tried again only
+// when its fingerprint changed or force is set.
+func (s *managedSet) sync(ctx context.Context, want []wanted, vars *manuals.Resolver, force bool) syncStats {
+	var st syncStats
+	wantNames := map[string]bool{}
+	for _, w := range want {
+		wantNames[w.Name] = true
+	}
+	// Removals first, so that a manual renamed in its source can take a
+	// name another one gave up.
+	for _, name := range sortedKeys(s.have) {
+		if wantNames[name] {
+			continue
+		}
+		e := s.have[name]
+		delete(s.have, name)
+		if m, ok := s.g.Manual(name); !ok || m.Source != s.source {
+			continue
+		}
+		err := s.g.DeregisterManual(context.WithoutCancel(ctx), name)
+		s.record(s.source, "deregister", err)
+		if err != nil {
+			s.log.Error("removing manual", "source", s.source, "manual", name, "err", err)
+			continue
+		}
+		st.removed++
+		s.log.Info("manual removed", "source", s.source, "manual", name, "origin", e.origin)
+	}
+
+	type job struct {
+		w       wanted
+		fp      [32]byte
+		replace bool
+	}
+	var jobs []job
+	for _, w := range want {
+		if w.Keep {
+			continue
+		}
+		fp := fingerprint(&w, vars)
+		if e, ok := s.have[w.Name]; ok && e.fp == fp && (e.ok || !force) {
+			st.unchanged++
+			continue
+		}
+		replace := false
+		if m, ok := s.g.Manual(w.Name); ok {
+			if m.Source != s.source {
+				s.have[w.Name] = &managedEntry{fp: fp, origin: w.Origin}
+				st.failed++
+				s.log.Error("manual not registered: the name is taken by a manual from another source",
+					"source", s.source, "manual", w.Name, "origin", w.Origin, "taken_by", m.Source)
+				continue
+			}
+			replace = true
+		}
+		jobs = append(jobs, job{w: w, fp: fp, replace: replace})
+	}
+
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 8)
+	for _, j := range jobs {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			rctx, cancel := context.WithTimeout(ctx, s.timeout)
+			res, err := s.g.RegisterManual(rctx, j.w.Raw, gateway.RegisterOptions{Source: s.source, Replace: j.replace})
+			cancel()
+			op := "register"
+			if j.replace {
+				op = "replace"
+			}
+			s.record(s.source, op, err)
+			mu.Lock()
+			defer mu.Unlock()
+			s.have[j.w.Name] = &managedEntry{fp: j.fp, ok: err == nil, origin: j.w.Origin}
+			switch {
+			case err != nil && j.replace:
+				st.failed++
+				s.log.Error("manual not replaced; its last good version keeps serving",
+					"source", s.source, "manual", j.w.Name, "origin", j.w.Origin, "code", utcp.CodeOf(err), "err", err)
+			case err != nil:
+				st.failed++
+				s.log.Error("manual not registered", "source", s.source, "manual", j.w.Name, "origin", j.w.Origin,
+					"code", utcp.CodeOf(err), "err", err)
+			case j.replace:
+				st.replaced++
+				s.log.Info("manual replaced", "source", s.source, "manual", res.Name, "tools", len(res.Tools), "origin", j.w.Origin)
+			default:
+				st.added++
+				s.log.Info("manual registered", "source", s.source, "manual", res.Name, "tools", len(res.Tools), "origin", j.w.Origin)
+			}
+		})
+	}
+	wg.Wait()
+	return st
+}
+
+// configWanted lists the manuals of a configuration.
+func configWanted(cfg *manuals.Config) []wanted {
+	if cfg == nil {
+		return nil
+	}
+	out := make([]wanted, 0, len(cfg.ManualCallTemplates))
+	for _, t := range cfg.ManualCallTemplates {
+		out = append(out, wanted{Name: t.Name, Raw: t.Raw, Origin: t.Location})
+	}
+	return out
+}
