@@ -39,7 +39,9 @@ fuzz:
 
 ## bench: the benchmarks recorded in docs/benchmarks.md
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./registry/ ./gateway/
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./registry/ ./gateway/ ./store/sqlite/
+	$(GO) test -run '^$$' -bench FrontVsDirect -benchtime 1x ./api/front/
+	$(GO) test -run '^$$' -bench 'Startup|IdleRSS' -benchtime 10x ./cmd/utcpd/
 
 clean:
 	rm -rf bin

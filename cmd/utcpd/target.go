@@ -14,7 +14,8 @@ import (
 
 // targetFlags choose where tools and call commands run: against a running
 // daemon (--server, or $UTCPD_SERVER) or in-process from a configuration
-// file (--config).
+// file (--config, or $UTCPD_CONFIG). With none of them, a ./utcpd.json
+// runs in-process and otherwise the local daemon at 127.0.0.1:8787 is used.
 type targetFlags struct {
 	config string
 	strict bool
@@ -26,7 +27,7 @@ func (f *targetFlags) add(cmd *cobra.Command) {
 	fl := cmd.Flags()
 	fl.StringVarP(&f.config, "config", "c", defaultConfigFile, "in-process: UTCP client configuration to load (default $UTCPD_CONFIG, else utcpd.json)")
 	fl.BoolVar(&f.strict, "strict", false, "in-process: treat unknown configuration fields as errors")
-	fl.StringVarP(&f.server, "server", "s", "", "use the running daemon at this URL, e.g. http://127.0.0.1:8787 [$UTCPD_SERVER]")
+	fl.StringVarP(&f.server, "server", "s", "", "use the running daemon at this URL (default http://127.0.0.1:8787 when there is no ./utcpd.json) [$UTCPD_SERVER]")
 	fl.StringVar(&f.apiKey, "api-key", "", "with --server: API key for the REST front; prefer $UTCPD_API_KEY, flags show in ps [$UTCPD_API_KEY]")
 }
 
@@ -37,6 +38,13 @@ func (f *targetFlags) remote(cmd *cobra.Command) (*client, error) {
 	server := f.server
 	if server == "" && !cmd.Flags().Changed("config") {
 		server = serverFromEnv()
+		// With neither flag nor environment, use ./utcpd.json when it
+		// exists and the local daemon otherwise.
+		if server == "" && os.Getenv(envConfig) == "" {
+			if _, err := os.Stat(defaultConfigFile); err != nil {
+				server = "http://" + defaultListen
+			}
+		}
 	}
 	if server == "" {
 		return nil, nil
