@@ -158,9 +158,10 @@ func (g *Gateway) transport(typ string) (transports.Transport, error) {
 		return nil, utcp.NewError(utcp.CodeInvalidTemplate, "unknown call_template_type %q", typ)
 	}
 	tr, err := info.New(transports.Options{
-		Config: g.opts.TransportConfig[typ],
-		Logger: g.log.With("transport", typ),
-		Tokens: g.tokens,
+		Config:         g.opts.TransportConfig[typ],
+		Logger:         g.log.With("transport", typ),
+		Tokens:         g.tokens,
+		OnToolsChanged: g.toolsChanged,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("starting %s transport: %w", typ, err)
@@ -169,17 +170,47 @@ func (g *Gateway) transport(typ string) (transports.Transport, error) {
 	return tr, nil
 }
 
+// toolsChanged is the transports' OnToolsChanged callback: a backend
+// announced a new tool list, so the manual is discovered again in the
+// background (calls in flight finish on the old tools).
+func (g *Gateway) toolsChanged(manual string) {
+	g.goBackground(func() {
+		ctx, cancel := context.WithTimeout(g.life, time.Minute)
+		defer cancel()
+		if _, err := g.RefreshManual(ctx, manual); err != nil {
+			g.log.Warn("refreshing manual after its tools changed", "manual", manual, "err", err)
+		}
+	})
+}
+
+// goBackground runs fn in a goroutine that Close waits for, unless the
+// gateway is already closed.
+func (g *Gateway) goBackground(fn func()) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		return
+	}
+	g.background.Add(1)
+	go func() {
+		defer g.background.Done()
+		fn()
+	}()
+}
+
 // Close deregisters every manual and closes every transport. Calls in
 // flight are not waited for; cancel them first for a graceful stop.
 func (g *Gateway) Close() error {
-	g.stop()
-	g.background.Wait()
 	g.mu.Lock()
 	if g.closed {
 		g.mu.Unlock()
 		return nil
 	}
 	g.closed = true
+	g.mu.Unlock()
+	g.stop()
+	g.background.Wait() // no Add after closed is set
+	g.mu.Lock()
 	trs := g.transports
 	g.transports = map[string]transports.Transport{}
 	g.mu.Unlock()

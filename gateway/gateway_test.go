@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -17,6 +18,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/utcpd/utcpd/examples/servers/http/httpserver"
+	"github.com/utcpd/utcpd/examples/servers/mcp/mcpserver"
 	"github.com/utcpd/utcpd/gateway"
 	"github.com/utcpd/utcpd/guard"
 	"github.com/utcpd/utcpd/manuals"
@@ -464,3 +466,31 @@ func TestConcurrentRegisterAndCall(t *testing.T) {
 }
 
 var _ transports.Stream = (transports.Stream)(nil)
+
+// A backend announcing a new tool list (MCP notifications/tools/list_changed)
+// makes the gateway discover the manual again.
+func TestToolsChangedRefreshes(t *testing.T) {
+	srv := mcpserver.New(fixture.New(), mcpserver.Options{})
+	hs := httptest.NewServer(srv.Handler(mcpserver.HTTPOptions{}))
+	t.Cleanup(hs.Close)
+	g := newGateway(t, gateway.Options{})
+	raw := json.RawMessage(fmt.Sprintf(`{"name":"m","call_template_type":"mcp","config":{"mcpServers":{"demo":{"url":%q}}}}`, hs.URL))
+	res := register(t, g, raw)
+	if !slices.Contains(res.Tools, "m.demo.add") {
+		t.Fatalf("tools = %v", res.Tools)
+	}
+	srv.AddEchoTool("echo_again")
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, err := g.Tool("m.demo.echo_again"); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the new tool never appeared in the registry")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if _, err := g.CallTool(t.Context(), "m.demo.echo_again", map[string]any{"x": "y"}, gateway.CallOptions{}); err != nil {
+		t.Errorf("calling the new tool: %v", err)
+	}
+}

@@ -62,11 +62,7 @@ func (g *Gateway) Restore(ctx context.Context, rediscover bool) (int, []*Registe
 	}
 	wg.Wait()
 	if rediscover {
-		g.background.Add(1)
-		go func() {
-			defer g.background.Done()
-			g.rediscover(g.life, restored)
-		}()
+		g.goBackground(func() { g.rediscover(g.life, restored) })
 	}
 	return len(restored), failed, nil
 }

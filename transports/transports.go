@@ -63,6 +63,17 @@ type Options struct {
 	// apply auth use it for auth_type oauth2; nil means a default cache
 	// private to the transport.
 	Tokens TokenSource
+	// OnToolsChanged, when set, is called by transports whose backends
+	// announce changes to their tool lists (MCP
+	// notifications/tools/list_changed, a restarted MCP server) with the
+	// name of the manual whose tools changed. The receiver should
+	// re-register that manual (RegisterManual with its current template)
+	// to pick up the new list. Calls are debounced per manual, come from
+	// the transport's own goroutines (never while it holds a lock, so
+	// the callback may call back into the transport), and stop before
+	// Close returns. Nil means nobody listens; transports that cannot
+	// detect changes never call it.
+	OnToolsChanged func(manual string)
 }
 
 // TokenSource hands out oauth2 client-credentials access tokens. It is
