@@ -5,14 +5,17 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/utcpd/utcpd/examples/servers/http/httpserver"
+	"github.com/utcpd/utcpd/examples/servers/websocket/websocketserver"
 	"github.com/utcpd/utcpd/gateway"
 	"github.com/utcpd/utcpd/registry"
 	"github.com/utcpd/utcpd/registry/memstore"
+	"github.com/utcpd/utcpd/transports/transporttest/fixture"
 	"github.com/utcpd/utcpd/utcp"
 )
 
@@ -104,5 +107,41 @@ func TestRefreshDoesNotResurrect(t *testing.T) {
 	}
 	if _, err := store.Get(t.Context(), "m"); !errors.Is(err, registry.ErrNotFound) {
 		t.Errorf("the deleted manual is back in the store: %v", err)
+	}
+}
+
+// A session transport keeps working after a restore and the background
+// rediscovery that replaces the stored copy: retiring a stored copy must
+// not release the live registration's connection.
+func TestRestoreThenRediscoverKeepsSessions(t *testing.T) {
+	hs := httptest.NewServer(websocketserver.New(fixture.New(), websocketserver.Options{}).Handler())
+	t.Cleanup(hs.Close)
+	store := memstore.New()
+	g := newGateway(t, gateway.Options{Store: store})
+	raw := json.RawMessage(`{"name":"ws","call_template_type":"websocket","url":"` + "ws" + strings.TrimPrefix(hs.URL, "http") + `/ws"}`)
+	register(t, g, raw)
+	rec, err := store.Get(t.Context(), "ws")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g2 := newGateway(t, gateway.Options{Store: store})
+	if _, _, err := g2.Restore(t.Context(), true); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if m, ok := g2.Manual("ws"); ok && m.Refreshed.After(rec.Refreshed) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the restored manual was never rediscovered")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(100 * time.Millisecond) // let the stored copy's retirement run
+	for i := range 3 {
+		if _, err := g2.CallTool(t.Context(), "ws.add", map[string]any{"a": i, "b": 1}, gateway.CallOptions{}); err != nil {
+			t.Fatalf("call %d after restore and rediscovery: %v", i, err)
+		}
 	}
 }

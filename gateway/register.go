@@ -58,6 +58,10 @@ type manualState struct {
 	tmpl     *utcp.CallTemplate // parsed, variables unresolved
 	resolved *utcp.CallTemplate // variables resolved, as used for discovery
 	tr       transports.Transport
+	// discovered is set when tr.RegisterManual ran for this entry (not
+	// for a stored copy served as it is); only then is the transport's
+	// per-manual state released on retirement.
+	discovered bool
 	// calls holds a read lock for every call in flight through this
 	// manual; deregistration takes the write lock, so it waits for them.
 	calls sync.RWMutex
@@ -107,13 +111,14 @@ func (g *Gateway) RegisterManual(ctx context.Context, raw json.RawMessage, opts 
 		return nil, err
 	}
 	m := opts.Manual
-	if m == nil {
+	discovered := m == nil
+	if discovered {
 		m, err = tr.RegisterManual(ctx, resolved)
 		if err != nil {
 			return nil, discoveryFailed(name, err)
 		}
 	}
-	state := &manualState{tmpl: &tmpl, resolved: resolved, tr: tr}
+	state := &manualState{tmpl: &tmpl, resolved: resolved, tr: tr, discovered: discovered}
 	now := time.Now()
 	entry := &registry.Manual{Name: name, Template: &tmpl, Source: opts.Source, Registered: now, Refreshed: now, Ext: state}
 	seen := map[string]bool{}
@@ -139,12 +144,12 @@ func (g *Gateway) RegisterManual(ctx context.Context, raw json.RawMessage, opts 
 	prev, exists := g.reg.Manual(name)
 	if opts.expect != nil && prev != opts.expect {
 		g.regLock.Unlock()
-		_ = tr.DeregisterManual(context.WithoutCancel(ctx), resolved)
+		state.release(ctx)
 		return nil, utcp.NewError(utcp.CodeManualNotFound, "manual %q was removed or replaced while it was being refreshed", name).WithDetail("manual", name)
 	}
 	if exists && !opts.Replace {
 		g.regLock.Unlock()
-		_ = tr.DeregisterManual(context.WithoutCancel(ctx), resolved)
+		state.release(ctx)
 		return nil, manualExists(name)
 	}
 	if exists {
@@ -157,7 +162,7 @@ func (g *Gateway) RegisterManual(ctx context.Context, raw json.RawMessage, opts 
 		rec := &registry.Record{Name: name, Template: tmpl.Raw, Manual: m, Source: opts.Source, Registered: entry.Registered, Refreshed: entry.Refreshed}
 		if err := g.store.Put(context.WithoutCancel(ctx), rec); err != nil {
 			g.regLock.Unlock()
-			_ = tr.DeregisterManual(context.WithoutCancel(ctx), resolved)
+			state.release(ctx)
 			return nil, fmt.Errorf("persisting manual %q: %w", name, err)
 		}
 	}
@@ -169,7 +174,7 @@ func (g *Gateway) RegisterManual(ctx context.Context, raw json.RawMessage, opts 
 	}
 	g.regLock.Unlock()
 	if err != nil {
-		_ = tr.DeregisterManual(context.WithoutCancel(ctx), resolved)
+		state.release(ctx)
 		return nil, err
 	}
 	for _, w := range res.Warnings {
@@ -260,11 +265,18 @@ func (g *Gateway) DeregisterManual(ctx context.Context, name string) error {
 	return nil
 }
 
+// release undoes tr.RegisterManual after a registration that failed late.
+func (st *manualState) release(ctx context.Context) {
+	if st.discovered {
+		_ = st.tr.DeregisterManual(context.WithoutCancel(ctx), st.resolved)
+	}
+}
+
 // retire releases an old manual's transport state once its calls in
 // flight have finished.
 func (g *Gateway) retire(old *registry.Manual) {
 	st, ok := old.Ext.(*manualState)
-	if !ok {
+	if !ok || !st.discovered {
 		return
 	}
 	go func() {

@@ -1,0 +1,61 @@
+// Command sse serves the fixture tools (echo, add, fail, sleep, count) for
+// utcpd's sse transport: a UTCP manual at /utcp and the tools at
+// /tools/{name}, count as a Server-Sent Events stream.
+//
+//	go run ./examples/servers/sse -listen 127.0.0.1:8082
+//
+// then register the manual template
+//
+//	{"name": "events", "call_template_type": "sse", "url": "http://127.0.0.1:8082/utcp"}
+//
+// Flags: -listen address (default 127.0.0.1:8082); -allow-insecure marks
+// the served tool templates "allow_insecure": true, needed when utcpd
+// reaches the server over plain http through a host that is not loopback.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/utcpd/utcpd/examples/servers/sse/sseserver"
+	"github.com/utcpd/utcpd/transports/transporttest/fixture"
+)
+
+func main() {
+	listen := flag.String("listen", "127.0.0.1:8082", "address to listen on")
+	insecure := flag.Bool("allow-insecure", false, "mark tool templates allow_insecure (plain http to non-loopback hosts)")
+	flag.Parse()
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		log.Fatal(err)
+	}
+	srv := sseserver.NewServer(*listen, fixture.New(), sseserver.Options{AllowInsecure: *insecure})
+	fmt.Printf("serving the fixture tools over SSE on http://%s (manual: /utcp)\n", ln.Addr())
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		if !errors.Is(err, http.ErrServerClosed) {
+			log.Fatal(err)
+		}
+	case <-ctx.Done():
+		shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := srv.Shutdown(shutdown); err != nil {
+			log.Print(err)
+		}
+	}
+}

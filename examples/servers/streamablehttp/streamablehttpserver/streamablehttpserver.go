@@ -1,0 +1,221 @@
+// Package streamablehttpserver is the demo server of the fixture tools for
+// utcpd's streamable_http transport (HTTP chunked streaming). Its tests
+// and benchmarks, and the command in examples/servers/streamablehttp,
+// serve it.
+//
+// Routes:
+//
+//	GET /utcp          the fixture manual (UTCP 1.1); every tool template is
+//	                   a streamable_http template whose url points back at
+//	                   this server, built from the request's Host
+//	GET /tools/{name}  call a fixture tool; arguments are query parameters
+//
+// Arguments arrive as query parameters, as the transport sends them (see
+// httpserver.Args: strings, with JSON objects and arrays decoded).
+//
+// count streams its numbers as they are produced, each flushed at once, in
+// the format the first media type of the request's Accept header names:
+// text/event-stream gives one server-sent event per number ("id" and
+// "data"), text/plain gives one number per line as plain text (which the
+// transport reads as raw chunks), and anything else (the transport's
+// default Accept) gives NDJSON, Content-Type application/x-ndjson. The
+// other tools answer with one JSON document, as the http demo server
+// does: 200 with the result, 422 {"error": message} for a tool failure,
+// 404 {"error": ...} for an unknown tool and 400 {"error": ...} for a bad
+// argument. A call whose client goes away is cancelled: the fixture
+// counts it, and count stops producing.
+package streamablehttpserver
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/utcpd/utcpd/examples/servers/http/httpserver"
+	"github.com/utcpd/utcpd/transports/transporttest/fixture"
+	"github.com/utcpd/utcpd/utcp"
+)
+
+// MaxHeaderBytes is the request-line-and-headers limit the server needs so
+// that a 1 MiB argument, query-escaped, fits in the URL.
+const MaxHeaderBytes = httpserver.MaxHeaderBytes
+
+// Options tune NewHandler.
+type Options struct {
+	// AllowInsecure adds "allow_insecure": true to every tool template, so
+	// that utcpd may call the tools over plain http through a host that is
+	// not loopback (a LAN demo).
+	AllowInsecure bool
+	// Name is the call template name given to the tool templates
+	// (default "fixture_streamable_http").
+	Name string
+}
+
+// Handler returns the demo server's handler for f with default Options.
+func Handler(f *fixture.Fixture) http.Handler { return NewHandler(f, Options{}) }
+
+// NewHandler returns the demo server's handler for f.
+func NewHandler(f *fixture.Fixture, opts Options) http.Handler {
+	s := &server{f: f, opts: opts}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /utcp", s.manual)
+	mux.HandleFunc("GET /tools/{name}", s.call)
+	return mux
+}
+
+// NewServer returns an *http.Server for addr serving NewHandler(f, opts),
+// with MaxHeaderBytes and a read-header timeout set. It sets no write
+// timeout: streams may last.
+func NewServer(addr string, f *fixture.Fixture, opts Options) *http.Server {
+	return &http.Server{
+		Addr:              addr,
+		Handler:           NewHandler(f, opts),
+		MaxHeaderBytes:    MaxHeaderBytes,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+	}
+}
+
+type server struct {
+	f    *fixture.Fixture
+	opts Options
+}
+
+// Manual returns the fixture manual with tool URLs under baseURL
+// (scheme://host, no trailing slash).
+func Manual(baseURL string, opts Options) *utcp.Manual {
+	name := opts.Name
+	if name == "" {
+		name = "fixture_streamable_http"
+	}
+	return fixture.Manual(func(tool string) *utcp.CallTemplate {
+		fields := map[string]any{
+			"name":               name,
+			"call_template_type": "streamable_http",
+			"url":                baseURL + "/tools/" + tool,
+			"http_method":        "GET",
+		}
+		if opts.AllowInsecure {
+			fields["allow_insecure"] = true
+		}
+		raw, _ := json.Marshal(fields)
+		return &utcp.CallTemplate{Name: name, Type: "streamable_http", Raw: raw}
+	})
+}
+
+func (s *server) manual(w http.ResponseWriter, r *http.Request) {
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	writeJSON(w, http.StatusOK, Manual(scheme+"://"+r.Host, s.opts))
+}
+
+// Format names the framing of count's stream.
+type Format string
+
+// The stream formats count offers.
+const (
+	NDJSON Format = "application/x-ndjson"
+	SSE    Format = "text/event-stream"
+	Text   Format = "text/plain; charset=utf-8"
+)
+
+// Negotiate returns the format for an Accept header: the first media type
+// listed decides.
+func Negotiate(accept string) Format {
+	first, _, _ := strings.Cut(accept, ",")
+	first, _, _ = strings.Cut(first, ";")
+	switch strings.ToLower(strings.TrimSpace(first)) {
+	case "text/event-stream":
+		return SSE
+	case "text/plain":
+		return Text
+	}
+	return NDJSON
+}
+
+func (s *server) call(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	args := httpserver.Args(r)
+	if name != fixture.Count {
+		v, err := s.f.Call(r.Context(), name, args)
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, v)
+		return
+	}
+	format := Negotiate(r.Header.Get("Accept"))
+	rc := http.NewResponseController(w)
+	started := false
+	start := func() {
+		w.Header().Set("Content-Type", string(format))
+		w.Header().Set("Cache-Control", "no-cache")
+		w.Header().Set("X-Accel-Buffering", "no")
+		w.WriteHeader(http.StatusOK)
+		started = true
+	}
+	i := 0
+	err := s.f.Stream(r.Context(), name, args, func(v any) error {
+		i++
+		if !started {
+			start()
+		}
+		data, err := json.Marshal(v)
+		if err != nil {
+			return err
+		}
+		switch format {
+		case SSE:
+			_, err = fmt.Fprintf(w, "id: %d\ndata: %s\n\n", i, data)
+		default:
+			_, err = fmt.Fprintf(w, "%s\n", data)
+		}
+		if err != nil {
+			return err
+		}
+		return rc.Flush()
+	})
+	switch {
+	case err == nil && !started:
+		start() // no numbers: an empty stream
+	case err == nil:
+	case !started:
+		writeError(w, err)
+	default:
+		// Too late for a status: break the connection so the client sees
+		// the stream did not end cleanly.
+		panic(http.ErrAbortHandler)
+	}
+}
+
+func writeError(w http.ResponseWriter, err error) {
+	var failure *fixture.Failure
+	switch {
+	case errors.As(err, &failure):
+		writeJSON(w, http.StatusUnprocessableEntity, map[string]any{"error": failure.Message})
+	case errors.Is(err, fixture.ErrUnknownTool):
+		writeJSON(w, http.StatusNotFound, map[string]any{"error": err.Error()})
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		w.WriteHeader(http.StatusServiceUnavailable) // the client went away
+	default:
+		writeJSON(w, http.StatusBadRequest, map[string]any{"error": err.Error()})
+	}
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		http.Error(w, `{"error":"cannot encode the result"}`, http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}

@@ -1,0 +1,63 @@
+// Command websocket serves the fixture tools (echo, add, fail, sleep,
+// count) for utcpd's websocket transport, speaking the utcpd envelope at
+// /ws (the manual as plain JSON at /utcp).
+//
+//	go run ./examples/servers/websocket -listen 127.0.0.1:8084
+//
+// then register the manual template
+//
+//	{"name": "realtime", "call_template_type": "websocket", "url": "ws://127.0.0.1:8084/ws"}
+//
+// Flags: -listen address (default 127.0.0.1:8084); -allow-insecure marks
+// the served tool templates "allow_insecure": true, needed when utcpd
+// reaches the server over plain ws:// through a host that is not loopback.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/utcpd/utcpd/examples/servers/websocket/websocketserver"
+	"github.com/utcpd/utcpd/transports/transporttest/fixture"
+)
+
+func main() {
+	listen := flag.String("listen", "127.0.0.1:8084", "address to listen on")
+	insecure := flag.Bool("allow-insecure", false, "mark tool templates allow_insecure (plain ws:// to non-loopback hosts)")
+	flag.Parse()
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		log.Fatal(err)
+	}
+	srv := websocketserver.NewServer(*listen, fixture.New(), websocketserver.Options{AllowInsecure: *insecure})
+	fmt.Printf("serving the fixture tools over WebSocket on ws://%s/ws (manual as JSON: http://%s/utcp)\n", ln.Addr(), ln.Addr())
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		if !errors.Is(err, http.ErrServerClosed) {
+			log.Fatal(err)
+		}
+	case <-ctx.Done():
+		shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		// Shutdown does not wait for hijacked WebSocket connections; they
+		// end with the process.
+		if err := srv.Shutdown(shutdown); err != nil {
+			log.Print(err)
+		}
+	}
+}

@@ -1,0 +1,552 @@
+package sse
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/utcpd/utcpd/manuals"
+	"github.com/utcpd/utcpd/transports"
+	"github.com/utcpd/utcpd/utcp"
+)
+
+// Info describes the sse transport to a transports.Registry.
+var Info = transports.Info{
+	Type:          Type,
+	ParseTemplate: ParseTemplate,
+	New: func(opts transports.Options) (transports.Transport, error) {
+		t, err := New(opts)
+		if err != nil {
+			return nil, err
+		}
+		return t, nil
+	},
+	Template: new(Template),
+}
+
+func init() { transports.MustRegister(Info) }
+
+// Interface guards.
+var (
+	_ transports.Transport = (*Transport)(nil)
+	_ transports.Streamer  = (*Transport)(nil)
+)
+
+// Defaults of the sse transport.
+const (
+	// DefaultDiscoveryTimeout bounds discovery when neither the template's
+	// timeout nor the context sets a deadline.
+	DefaultDiscoveryTimeout = 30 * time.Second
+	// DefaultMaxReconnects is how many reconnection attempts in a row
+	// (without an event in between) a stream makes before it fails.
+	DefaultMaxReconnects = 5
+	// maxBackoff caps the doubled reconnection delay (unless the base
+	// delay itself is longer).
+	maxBackoff = 2 * time.Minute
+	// errorBodyBytes is how much of a non-2xx body is read for the error.
+	errorBodyBytes = 64 << 10
+)
+
+// Config is the sse section of the daemon configuration
+// (transports.Options.Config). Every field is optional.
+type Config struct {
+	// MaxEventBytes caps one event (its joined data lines) and one line;
+	// 0 means transports.DefaultMaxEventBytes (16 MiB). A larger event
+	// fails the call with payload_too_large.
+	MaxEventBytes int64 `json:"max_event_bytes,omitempty"`
+	// MaxResponseBytes caps what CallTool collects (the data of all
+	// events together) and a body that is not an event stream; 0 means
+	// transports.DefaultMaxResponseBytes (64 MiB). Streams have no total
+	// cap.
+	MaxResponseBytes int64 `json:"max_response_bytes,omitempty"`
+	// MaxReconnects bounds consecutive reconnection attempts of a stream
+	// whose template sets reconnect; 0 means DefaultMaxReconnects.
+	MaxReconnects int `json:"max_reconnects,omitempty"`
+	// MaxIdleConnsPerHost sizes the keep-alive pool per host (default
+	// transports.DefaultMaxIdleConnsPerHost).
+	MaxIdleConnsPerHost int `json:"max_idle_conns_per_host,omitempty"`
+}
+
+// Transport is the sse transport. It keeps no per-manual state. It is safe
+// for concurrent use.
+type Transport struct {
+	client *http.Client
+	tokens transports.TokenSource
+	cfg    Config
+	log    *slog.Logger
+
+	ctx    context.Context // cancelled by Close: ends every open stream
+	cancel context.CancelCauseFunc
+	closed atomic.Bool
+}
+
+// New returns an sse Transport configured by opts.Config (a Config, may be
+// empty). It uses opts.Tokens for oauth2, or a token cache of its own when
+// that is nil. Unknown configuration fields are logged and ignored.
+func New(opts transports.Options) (*Transport, error) {
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	var cfg Config
+	if len(bytes.TrimSpace(opts.Config)) > 0 {
+		if err := json.Unmarshal(opts.Config, &cfg); err != nil {
+			return nil, utcp.NewError(utcp.CodeInvalidConfig, "sse transport configuration: %v", err)
+		}
+		var keys map[string]json.RawMessage
+		_ = json.Unmarshal(opts.Config, &keys)
+		for k := range keys {
+			if !slices.Contains(transports.FieldNames(&cfg), k) {
+				log.Warn("sse: unknown configuration field ignored", "field", k, "known", transports.FieldNames(&cfg))
+			}
+		}
+	}
+	if cfg.MaxEventBytes < 0 || cfg.MaxResponseBytes < 0 || cfg.MaxReconnects < 0 || cfg.MaxIdleConnsPerHost < 0 {
+		return nil, utcp.NewError(utcp.CodeInvalidConfig, "sse transport configuration: limits must not be negative")
+	}
+	if cfg.MaxEventBytes == 0 {
+		cfg.MaxEventBytes = transports.DefaultMaxEventBytes
+	}
+	if cfg.MaxResponseBytes == 0 {
+		cfg.MaxResponseBytes = transports.DefaultMaxResponseBytes
+	}
+	if cfg.MaxReconnects == 0 {
+		cfg.MaxReconnects = DefaultMaxReconnects
+	}
+	client := transports.NewHTTPClient(transports.ClientOptions{MaxIdleConnsPerHost: cfg.MaxIdleConnsPerHost})
+	t := &Transport{client: client, tokens: opts.Tokens, cfg: cfg, log: log}
+	if t.tokens == nil {
+		t.tokens = transports.NewTokenCache(client)
+	}
+	t.ctx, t.cancel = context.WithCancelCause(context.Background())
+	return t, nil
+}
+
+var (
+	// errClosed refuses calls after Close and ends the streams Close cuts.
+	errClosed = utcp.NewError(utcp.CodeUnavailable, "sse: transport closed")
+	// errStreamClosed ends a stream its caller closed.
+	errStreamClosed = utcp.NewError(utcp.CodeCanceled, "sse: stream closed")
+)
+
+// Close ends every open stream, closes the idle pooled connections and
+// refuses later calls with code unavailable. It is idempotent.
+func (t *Transport) Close() error {
+	if t.closed.Swap(true) {
+		return nil
+	}
+	t.cancel(errClosed)
+	t.client.CloseIdleConnections()
+	return nil
+}
+
+// DeregisterManual does nothing: the sse transport keeps no per-manual
+// state.
+func (t *Transport) DeregisterManual(ctx context.Context, tmpl *utcp.CallTemplate) error {
+	return nil
+}
+
+// RegisterManual GETs the manual template's URL (with its headers and
+// auth) and returns the UTCP manual it serves, read with
+// manuals.ParseManual (v1.1 or legacy; its warnings are logged). A
+// non-2xx answer (its status in the details), a document that is not a
+// manual, or a failure to connect is discovery_failed. A URL refused by
+// transports.CheckURL is invalid_template, an oversized answer
+// payload_too_large, and the end of ctx (or of the template's timeout,
+// else DefaultDiscoveryTimeout when ctx has no deadline) returns the
+// context's error.
+func (t *Transport) RegisterManual(ctx context.Context, tmpl *utcp.CallTemplate) (*utcp.Manual, error) {
+	if t.closed.Load() {
+		return nil, errClosed
+	}
+	spec, auth, err := specOf(tmpl)
+	if err != nil {
+		return nil, err
+	}
+	u, err := url.Parse(spec.URL)
+	if err != nil {
+		return nil, utcp.NewError(utcp.CodeInvalidTemplate, "sse: url: %v", err)
+	}
+	if err := transports.CheckURL(u, spec.AllowInsecure); err != nil {
+		return nil, err
+	}
+	header := http.Header{}
+	for k, v := range spec.Headers {
+		header.Set(k, v)
+	}
+	header.Set("Accept", "application/json, application/yaml;q=0.9, */*;q=0.5")
+	var cancel context.CancelFunc
+	if d := spec.timeout(); d > 0 {
+		ctx, cancel = context.WithTimeout(ctx, d)
+	} else if _, ok := ctx.Deadline(); !ok {
+		ctx, cancel = context.WithTimeout(ctx, DefaultDiscoveryTimeout)
+	} else {
+		ctx, cancel = context.WithCancel(ctx)
+	}
+	defer cancel()
+	ctx = transports.WithAllowInsecure(ctx, spec.AllowInsecure)
+	fail := func(format string, args ...any) *utcp.Error {
+		return utcp.Errorf(utcp.CodeDiscoveryFailed, "sse discovery of manual %q from %s: "+format,
+			append([]any{tmpl.Name, transports.RedactURL(u)}, args...)...)
+	}
+	resp, err := transports.SendMapped(ctx, t.client, t.tokens, http.MethodGet, &transports.MappedRequest{URL: u, Header: header}, auth)
+	if err != nil {
+		return nil, discoveryError(ctx, err, fail)
+	}
+	body, err := transports.ReadResponseBody(resp, t.cfg.MaxResponseBytes)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("sse discovery from %s: %w", transports.RedactURL(u), ctx.Err())
+		}
+		if errors.Is(err, transports.ErrTooLarge) {
+			return nil, err
+		}
+		return nil, fail("reading the response: %w", err)
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return nil, fail("HTTP %d %s: %s", resp.StatusCode, http.StatusText(resp.StatusCode), transports.Excerpt(body)).WithDetail("status", resp.StatusCode)
+	}
+	m, warnings, err := manuals.ParseManual(body)
+	if err != nil {
+		return nil, fail("the response is not a UTCP manual: %w", err)
+	}
+	for _, w := range warnings {
+		t.log.Warn("manual served with problems", "manual", tmpl.Name, "url", transports.RedactURL(u), "warning", w.String())
+	}
+	return m, nil
+}
+
+// discoveryError keeps context, template, auth and size errors as they
+// are and turns transport failures into discovery_failed.
+func discoveryError(ctx context.Context, err error, fail func(string, ...any) *utcp.Error) error {
+	if ctx.Err() != nil {
+		return err
+	}
+	var uerr *utcp.Error
+	if errors.As(err, &uerr) && uerr.Code != utcp.CodeTransportError {
+		return err
+	}
+	return fail("%w", err)
+}
+
+// CallTool sends the request for call and collects the data of every
+// event into a list ([]any, empty when the stream has none), each decoded
+// as JSON when it parses and kept as a string otherwise. A 2xx answer that
+// is not an event stream is returned as one value (JSON or text), not as a
+// list. Errors are those of CallToolStream and of Recv; the collected data
+// over Config.MaxResponseBytes is payload_too_large.
+func (t *Transport) CallTool(ctx context.Context, call *utcp.Call) (*utcp.Result, error) {
+	s, err := t.open(ctx, call)
+	if err != nil {
+		return nil, err
+	}
+	defer s.Close()
+	if s.plain {
+		return &utcp.Result{Value: s.single.Data}, nil
+	}
+	list := []any{}
+	var total int64
+	for {
+		ev, err := s.Recv()
+		if errors.Is(err, io.EOF) {
+			return &utcp.Result{Value: list}, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		total += int64(s.lastBytes)
+		if total > t.cfg.MaxResponseBytes {
+			return nil, transports.TooLarge(t.cfg.MaxResponseBytes)
+		}
+		list = append(list, ev.Data)
+	}
+}
+
+// CallToolStream sends the request for call and returns the event stream
+// once the server has answered 2xx. Events are delivered as they arrive
+// (see the package documentation for decoding, filtering, reconnection
+// and the end of a stream). A 4xx answer is a *utcp.ToolError, another
+// non-2xx answer or a failure to connect a *utcp.TransportError, a URL
+// refused by transports.CheckURL invalid_template, missing path arguments
+// invalid_arguments; the end of ctx returns the context's error.
+func (t *Transport) CallToolStream(ctx context.Context, call *utcp.Call) (transports.Stream, error) {
+	return t.open(ctx, call)
+}
+
+func (t *Transport) open(ctx context.Context, call *utcp.Call) (*stream, error) {
+	if t.closed.Load() {
+		return nil, errClosed
+	}
+	if call == nil {
+		return nil, utcp.NewError(utcp.CodeInvalidRequest, "sse: no call")
+	}
+	spec, auth, err := specOf(call.Template)
+	if err != nil {
+		return nil, err
+	}
+	mr, err := spec.mapping().Map(call.Arguments)
+	if err != nil {
+		return nil, err
+	}
+	mr.Header.Set("Accept", "text/event-stream")
+	mr.Header.Set("Cache-Control", "no-cache")
+	method := http.MethodGet
+	if mr.Body != nil {
+		method = http.MethodPost
+	}
+	s := &stream{t: t, spec: spec, auth: auth, method: method, req: mr}
+	var cctx context.Context
+	cctx, s.cancel = context.WithCancelCause(ctx)
+	s.ctx, s.cancelTimeout = cctx, func() {}
+	if d := spec.timeout(); d > 0 {
+		s.ctx, s.cancelTimeout = context.WithTimeout(cctx, d)
+	}
+	s.stopAfter = context.AfterFunc(t.ctx, func() { s.cancel(errClosed) })
+	s.ctx = transports.WithAllowInsecure(s.ctx, spec.AllowInsecure)
+	resp, err := transports.SendMapped(s.ctx, t.client, t.tokens, method, mr, auth)
+	if err == nil {
+		if err = s.accept(resp, true); errors.Is(err, errCleanEnd) {
+			err = nil // 204: an empty stream
+		}
+	}
+	if err != nil {
+		if s.ctx.Err() != nil {
+			err = s.ctxErr()
+		}
+		s.mu.Lock()
+		s.finish(err)
+		s.mu.Unlock()
+		return nil, err
+	}
+	return s, nil
+}
+
+// stream is the transports.Stream of one sse call.
+type stream struct {
+	t      *Transport
+	spec   *Template
+	auth   *utcp.Auth
+	method string
+	req    *transports.MappedRequest
+
+	ctx           context.Context
+	cancel        context.CancelCauseFunc
+	cancelTimeout context.CancelFunc
+	stopAfter     func() bool
+
+	mu        sync.Mutex // held by Recv; Close takes it after cancelling
+	body      io.ReadCloser
+	rd        *transports.SSEReader
+	plain     bool        // the answer was not an event stream
+	single    *utcp.Event // the one event of a plain answer, until delivered
+	attempts  int         // reconnection attempts since the last event
+	lastBytes int         // data size of the last event Recv returned
+	err       error       // sticky: io.EOF or what ended the stream
+	closeOnce sync.Once
+}
+
+// errCleanEnd is returned by reconnect when the server answered 204.
+var errCleanEnd = errors.New("clean end")
+
+// accept takes the server's answer to the first request or to a
+// reconnection.
+func (s *stream) accept(resp *http.Response, first bool) error {
+	ctype := resp.Header.Get("Content-Type")
+	switch {
+	case resp.StatusCode == http.StatusNoContent:
+		resp.Body.Close()
+		return errCleanEnd
+	case resp.StatusCode < 200 || resp.StatusCode > 299:
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, errorBodyBytes))
+		resp.Body.Close()
+		return transports.HTTPStatusError(s.method, s.req.URL, resp.StatusCode, ctype, body)
+	case transports.MediaType(ctype) == "text/event-stream":
+		s.body = resp.Body
+		if s.rd == nil {
+			s.rd = transports.NewSSEReader(resp.Body, s.t.cfg.MaxEventBytes)
+		} else {
+			s.rd.Reset(resp.Body)
+		}
+		return nil
+	case !first:
+		resp.Body.Close()
+		return &utcp.TransportError{Status: resp.StatusCode,
+			Err: fmt.Errorf("sse %s: the reconnection was answered with Content-Type %q, not an event stream", transports.RedactURL(s.req.URL), ctype)}
+	}
+	body, err := transports.ReadResponseBody(resp, s.t.cfg.MaxResponseBytes)
+	if err != nil {
+		if errors.Is(err, transports.ErrTooLarge) {
+			return err
+		}
+		return &utcp.TransportError{Status: resp.StatusCode, Err: fmt.Errorf("sse %s: reading the response: %w", transports.RedactURL(s.req.URL), err)}
+	}
+	s.plain = true
+	s.single = &utcp.Event{Data: transports.DecodeBody(ctype, body)}
+	return nil
+}
+
+// ctxErr is the error for a stream whose context ended: the stream's or
+// the transport's closing, or the caller's context error.
+func (s *stream) ctxErr() error {
+	cause := context.Cause(s.ctx)
+	if errors.Is(cause, errStreamClosed) || errors.Is(cause, errClosed) {
+		return cause
+	}
+	return fmt.Errorf("sse %s: %w", transports.RedactURL(s.req.URL), cause)
+}
+
+// Recv returns the next event, io.EOF after the last one, or the error
+// that ended the stream.
+func (s *stream) Recv() (*utcp.Event, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != nil {
+		return nil, s.err
+	}
+	if s.single != nil {
+		ev := s.single
+		s.single = nil
+		return ev, nil
+	}
+	if s.rd == nil { // a plain answer already delivered, or a 204
+		return nil, s.finish(io.EOF)
+	}
+	for {
+		ev, err := s.rd.Next()
+		if err == nil {
+			if s.spec.EventType != "" && eventName(ev.Type) != s.spec.EventType {
+				continue
+			}
+			s.attempts = 0
+			s.lastBytes = len(ev.Data)
+			return toEvent(ev), nil
+		}
+		switch {
+		case errors.Is(err, io.EOF):
+			return nil, s.finish(io.EOF)
+		case s.ctx.Err() != nil:
+			return nil, s.finish(s.ctxErr())
+		case errors.Is(err, transports.ErrTooLarge):
+			return nil, s.finish(err)
+		}
+		drop := error(&utcp.TransportError{Err: fmt.Errorf("sse %s: the connection broke before the stream ended: %w", transports.RedactURL(s.req.URL), err)})
+		if !s.spec.reconnect() {
+			return nil, s.finish(drop)
+		}
+		if err := s.reconnect(drop); err != nil {
+			if errors.Is(err, errCleanEnd) {
+				return nil, s.finish(io.EOF)
+			}
+			return nil, s.finish(err)
+		}
+	}
+}
+
+// eventName is the name an event_type filter compares: "message" for an
+// event without an event field.
+func eventName(typ string) string {
+	if typ == "" {
+		return "message"
+	}
+	return typ
+}
+
+// toEvent decodes an event's data.
+func toEvent(ev transports.SSEEvent) *utcp.Event {
+	var data any = ev.Data
+	if v, ok := transports.DecodeJSONValue([]byte(ev.Data)); ok {
+		data = v
+	}
+	return &utcp.Event{Type: ev.Type, ID: ev.ID, Data: data}
+}
+
+// reconnect sends the request again after a drop, with Last-Event-ID,
+// until a new event stream is open, the attempts run out or the context
+// ends. It returns errCleanEnd when the server answered 204.
+func (s *stream) reconnect(drop error) error {
+	s.body.Close()
+	s.body = nil
+	last := drop
+	for {
+		s.attempts++
+		if s.attempts > s.t.cfg.MaxReconnects {
+			return fmt.Errorf("%w (gave up after %d reconnection attempts)", last, s.t.cfg.MaxReconnects)
+		}
+		base := s.rd.Retry()
+		if base <= 0 {
+			base = s.spec.retryDelay()
+		}
+		delay := base
+		for i := 1; i < s.attempts && delay < maxBackoff; i++ {
+			delay *= 2
+		}
+		delay = min(delay, max(base, maxBackoff))
+		if dl, ok := s.ctx.Deadline(); ok && time.Until(dl) < delay {
+			return fmt.Errorf("%w (no time left before the deadline to reconnect after %v)", last, delay)
+		}
+		timer := time.NewTimer(delay)
+		select {
+		case <-timer.C:
+		case <-s.ctx.Done():
+			timer.Stop()
+			return s.ctxErr()
+		}
+		req := *s.req
+		req.Header = s.req.Header.Clone()
+		if id := s.rd.LastEventID(); id != "" {
+			req.Header.Set("Last-Event-ID", id)
+		}
+		s.t.log.Debug("sse: reconnecting", "url", transports.RedactURL(s.req.URL), "attempt", s.attempts, "last_event_id", s.rd.LastEventID())
+		resp, err := transports.SendMapped(s.ctx, s.t.client, s.t.tokens, s.method, &req, s.auth)
+		if err != nil {
+			if s.ctx.Err() != nil {
+				return s.ctxErr()
+			}
+			last = err
+			continue
+		}
+		err = s.accept(resp, false)
+		var te *utcp.TransportError
+		if err != nil && errors.As(err, &te) && te.Status >= 500 {
+			last = err
+			continue
+		}
+		return err
+	}
+}
+
+// finish ends the stream with err (kept for later Recv calls) and
+// releases its connection and contexts. s.mu must be held.
+func (s *stream) finish(err error) error {
+	if s.err == nil {
+		s.err = err
+	}
+	if s.body != nil {
+		s.body.Close()
+		s.body = nil
+	}
+	s.stopAfter()
+	s.cancelTimeout()
+	s.cancel(errStreamClosed)
+	return s.err
+}
+
+// Close ends the stream if it is still open and releases its connection;
+// the server sees the connection close. It is idempotent.
+func (s *stream) Close() error {
+	s.closeOnce.Do(func() { s.cancel(errStreamClosed) })
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.finish(errStreamClosed)
+	return nil
+}

@@ -1,0 +1,602 @@
+package streamablehttp
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"unicode/utf8"
+
+	"github.com/utcpd/utcpd/manuals"
+	"github.com/utcpd/utcpd/transports"
+	"github.com/utcpd/utcpd/utcp"
+)
+
+// Info describes the streamable_http transport to a transports.Registry.
+var Info = transports.Info{
+	Type:          Type,
+	ParseTemplate: ParseTemplate,
+	New: func(opts transports.Options) (transports.Transport, error) {
+		t, err := New(opts)
+		if err != nil {
+			return nil, err
+		}
+		return t, nil
+	},
+	Template: new(Template),
+}
+
+func init() { transports.MustRegister(Info) }
+
+// Interface guards.
+var (
+	_ transports.Transport = (*Transport)(nil)
+	_ transports.Streamer  = (*Transport)(nil)
+)
+
+// errorBodyBytes is how much of a non-2xx body is read for the error.
+const errorBodyBytes = 64 << 10
+
+// acceptHeader is sent unless the template's headers set Accept.
+const acceptHeader = "application/x-ndjson, text/event-stream;q=0.9, application/json;q=0.8, */*;q=0.5"
+
+// Config is the streamable_http section of the daemon configuration
+// (transports.Options.Config). Every field is optional.
+type Config struct {
+	// MaxEventBytes caps one NDJSON line and one server-sent event; 0
+	// means transports.DefaultMaxEventBytes (16 MiB).
+	MaxEventBytes int64 `json:"max_event_bytes,omitempty"`
+	// MaxResponseBytes caps a JSON body and what CallTool collects; 0
+	// means transports.DefaultMaxResponseBytes (64 MiB). Streams have no
+	// total cap.
+	MaxResponseBytes int64 `json:"max_response_bytes,omitempty"`
+	// MaxIdleConnsPerHost sizes the keep-alive pool per host (default
+	// transports.DefaultMaxIdleConnsPerHost).
+	MaxIdleConnsPerHost int `json:"max_idle_conns_per_host,omitempty"`
+}
+
+// Transport is the streamable_http transport. It keeps no per-manual
+// state. It is safe for concurrent use.
+type Transport struct {
+	client *http.Client
+	tokens transports.TokenSource
+	cfg    Config
+	log    *slog.Logger
+
+	ctx    context.Context // cancelled by Close: ends every open stream
+	cancel context.CancelCauseFunc
+	closed atomic.Bool
+}
+
+// New returns a streamable_http Transport configured by opts.Config (a
+// Config, may be empty). It uses opts.Tokens for oauth2, or a token cache
+// of its own when that is nil. Unknown configuration fields are logged and
+// ignored.
+func New(opts transports.Options) (*Transport, error) {
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	var cfg Config
+	if len(bytes.TrimSpace(opts.Config)) > 0 {
+		if err := json.Unmarshal(opts.Config, &cfg); err != nil {
+			return nil, utcp.NewError(utcp.CodeInvalidConfig, "streamable_http transport configuration: %v", err)
+		}
+		var keys map[string]json.RawMessage
+		_ = json.Unmarshal(opts.Config, &keys)
+		for k := range keys {
+			if !slices.Contains(transports.FieldNames(&cfg), k) {
+				log.Warn("streamable_http: unknown configuration field ignored", "field", k, "known", transports.FieldNames(&cfg))
+			}
+		}
+	}
+	if cfg.MaxEventBytes < 0 || cfg.MaxResponseBytes < 0 || cfg.MaxIdleConnsPerHost < 0 {
+		return nil, utcp.NewError(utcp.CodeInvalidConfig, "streamable_http transport configuration: limits must not be negative")
+	}
+	if cfg.MaxEventBytes == 0 {
+		cfg.MaxEventBytes = transports.DefaultMaxEventBytes
+	}
+	if cfg.MaxResponseBytes == 0 {
+		cfg.MaxResponseBytes = transports.DefaultMaxResponseBytes
+	}
+	client := transports.NewHTTPClient(transports.ClientOptions{MaxIdleConnsPerHost: cfg.MaxIdleConnsPerHost})
+	t := &Transport{client: client, tokens: opts.Tokens, cfg: cfg, log: log}
+	if t.tokens == nil {
+		t.tokens = transports.NewTokenCache(client)
+	}
+	t.ctx, t.cancel = context.WithCancelCause(context.Background())
+	return t, nil
+}
+
+var (
+	// errClosed refuses calls after Close and ends the streams Close cuts.
+	errClosed = utcp.NewError(utcp.CodeUnavailable, "streamable_http: transport closed")
+	// errStreamClosed ends a stream its caller closed.
+	errStreamClosed = utcp.NewError(utcp.CodeCanceled, "streamable_http: stream closed")
+)
+
+// Close ends every open stream, closes the idle pooled connections and
+// refuses later calls with code unavailable. It is idempotent.
+func (t *Transport) Close() error {
+	if t.closed.Swap(true) {
+		return nil
+	}
+	t.cancel(errClosed)
+	t.client.CloseIdleConnections()
+	return nil
+}
+
+// DeregisterManual does nothing: the transport keeps no per-manual state.
+func (t *Transport) DeregisterManual(ctx context.Context, tmpl *utcp.CallTemplate) error {
+	return nil
+}
+
+// RegisterManual sends the manual template's http_method to its URL (with
+// headers and auth, no body) and returns the UTCP manual it serves, read
+// with manuals.ParseManual (warnings are logged). A non-2xx answer (its
+// status in the details), a document that is not a manual, or a failure
+// to connect is discovery_failed. A URL refused by transports.CheckURL is
+// invalid_template, an oversized answer payload_too_large, and the end of
+// ctx or of the template's timeout returns the context's error.
+func (t *Transport) RegisterManual(ctx context.Context, tmpl *utcp.CallTemplate) (*utcp.Manual, error) {
+	if t.closed.Load() {
+		return nil, errClosed
+	}
+	spec, auth, err := specOf(tmpl)
+	if err != nil {
+		return nil, err
+	}
+	u, err := url.Parse(spec.URL)
+	if err != nil {
+		return nil, utcp.NewError(utcp.CodeInvalidTemplate, "streamable_http: url: %v", err)
+	}
+	if err := transports.CheckURL(u, spec.AllowInsecure); err != nil {
+		return nil, err
+	}
+	header := http.Header{}
+	for k, v := range spec.Headers {
+		header.Set(k, v)
+	}
+	header.Set("Accept", "application/json, application/yaml;q=0.9, */*;q=0.5")
+	ctx, cancel := context.WithTimeout(ctx, spec.timeout())
+	defer cancel()
+	ctx = transports.WithAllowInsecure(ctx, spec.AllowInsecure)
+	fail := func(format string, args ...any) *utcp.Error {
+		return utcp.Errorf(utcp.CodeDiscoveryFailed, "streamable_http discovery of manual %q from %s: "+format,
+			append([]any{tmpl.Name, transports.RedactURL(u)}, args...)...)
+	}
+	resp, err := transports.SendMapped(ctx, t.client, t.tokens, spec.HTTPMethod, &transports.MappedRequest{URL: u, Header: header}, auth)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, err
+		}
+		var uerr *utcp.Error
+		if errors.As(err, &uerr) && uerr.Code != utcp.CodeTransportError {
+			return nil, err
+		}
+		return nil, fail("%w", err)
+	}
+	body, err := transports.ReadResponseBody(resp, t.cfg.MaxResponseBytes)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("streamable_http discovery from %s: %w", transports.RedactURL(u), ctx.Err())
+		}
+		if errors.Is(err, transports.ErrTooLarge) {
+			return nil, err
+		}
+		return nil, fail("reading the response: %w", err)
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return nil, fail("HTTP %d %s: %s", resp.StatusCode, http.StatusText(resp.StatusCode), transports.Excerpt(body)).WithDetail("status", resp.StatusCode)
+	}
+	m, warnings, err := manuals.ParseManual(body)
+	if err != nil {
+		return nil, fail("the response is not a UTCP manual: %w", err)
+	}
+	for _, w := range warnings {
+		t.log.Warn("manual served with problems", "manual", tmpl.Name, "url", transports.RedactURL(u), "warning", w.String())
+	}
+	return m, nil
+}
+
+// CallTool sends the request for call and collects the answer: the value
+// of a JSON body, a list of the values of an NDJSON or event stream, or
+// the concatenated bytes of any other body (a string when they are valid
+// UTF-8, else {"content_type", "encoding": "base64", "data"}). See the
+// package documentation for the splitting rules and caps; errors are those
+// of CallToolStream and Recv.
+func (t *Transport) CallTool(ctx context.Context, call *utcp.Call) (*utcp.Result, error) {
+	s, err := t.open(ctx, call)
+	if err != nil {
+		return nil, err
+	}
+	defer s.Close()
+	switch s.kind {
+	case kindJSON:
+		return &utcp.Result{Value: s.single.Data}, nil
+	case kindEmpty:
+		return &utcp.Result{Value: nil}, nil
+	case kindRaw:
+		b, err := s.readAll(t.cfg.MaxResponseBytes)
+		if err != nil {
+			return nil, err
+		}
+		if len(b) == 0 {
+			return &utcp.Result{Value: nil}, nil
+		}
+		if utf8.Valid(b) {
+			return &utcp.Result{Value: string(b)}, nil
+		}
+		return &utcp.Result{Value: map[string]any{
+			"content_type": s.ctype,
+			"encoding":     "base64",
+			"data":         base64.StdEncoding.EncodeToString(b),
+		}}, nil
+	}
+	list := []any{}
+	var total int64
+	for {
+		ev, err := s.Recv()
+		if errors.Is(err, io.EOF) {
+			return &utcp.Result{Value: list}, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		total += int64(s.lastBytes)
+		if total > t.cfg.MaxResponseBytes {
+			return nil, transports.TooLarge(t.cfg.MaxResponseBytes)
+		}
+		list = append(list, ev.Data)
+	}
+}
+
+// CallToolStream sends the request for call and returns its stream once
+// the server has answered 2xx; events are delivered as the body arrives
+// (see the package documentation). A 4xx answer is a *utcp.ToolError,
+// another non-2xx answer or a failure to connect a *utcp.TransportError, a
+// URL refused by transports.CheckURL invalid_template, a missing path
+// argument invalid_arguments; the end of ctx or of the template's timeout
+// returns the context's error.
+func (t *Transport) CallToolStream(ctx context.Context, call *utcp.Call) (transports.Stream, error) {
+	return t.open(ctx, call)
+}
+
+func (t *Transport) open(ctx context.Context, call *utcp.Call) (*stream, error) {
+	if t.closed.Load() {
+		return nil, errClosed
+	}
+	if call == nil {
+		return nil, utcp.NewError(utcp.CodeInvalidRequest, "streamable_http: no call")
+	}
+	spec, auth, err := specOf(call.Template)
+	if err != nil {
+		return nil, err
+	}
+	mr, err := spec.mapping().Map(call.Arguments)
+	if err != nil {
+		return nil, err
+	}
+	if mr.Header.Get("Accept") == "" {
+		mr.Header.Set("Accept", acceptHeader)
+	}
+	s := &stream{t: t, spec: spec, method: spec.HTTPMethod, url: mr.URL}
+	cctx, cancel := context.WithCancelCause(ctx)
+	s.cancel = cancel
+	s.ctx, s.cancelTimeout = context.WithTimeout(cctx, spec.timeout())
+	s.stopAfter = context.AfterFunc(t.ctx, func() { cancel(errClosed) })
+	s.ctx = transports.WithAllowInsecure(s.ctx, spec.AllowInsecure)
+	resp, err := transports.SendMapped(s.ctx, t.client, t.tokens, spec.HTTPMethod, mr, auth)
+	if err == nil {
+		err = s.accept(resp)
+	}
+	if err != nil {
+		if s.ctx.Err() != nil {
+			err = s.ctxErr()
+		}
+		s.mu.Lock()
+		s.finish(err)
+		s.mu.Unlock()
+		return nil, err
+	}
+	return s, nil
+}
+
+// kind is how a response body is split.
+type kind int
+
+const (
+	kindJSON   kind = iota // the whole body, one value
+	kindNDJSON             // one value per line
+	kindSSE                // one value per server-sent event
+	kindRaw                // chunks of chunk_size
+	kindEmpty              // 204: nothing
+)
+
+// kindOf chooses the splitting for a response Content-Type.
+func kindOf(contentType string) kind {
+	switch transports.MediaType(contentType) {
+	case "application/x-ndjson", "application/ndjson", "application/jsonl", "application/x-jsonl",
+		"application/json-lines", "application/x-json-lines", "application/jsonlines", "application/x-jsonlines":
+		return kindNDJSON
+	case "text/event-stream":
+		return kindSSE
+	}
+	if transports.IsJSONMediaType(contentType) {
+		return kindJSON
+	}
+	return kindRaw
+}
+
+// stream is the transports.Stream of one streamable_http call.
+type stream struct {
+	t      *Transport
+	spec   *Template
+	method string
+	url    *url.URL
+
+	ctx           context.Context
+	cancel        context.CancelCauseFunc
+	cancelTimeout context.CancelFunc
+	stopAfter     func() bool
+
+	mu        sync.Mutex // held by Recv; Close takes it after cancelling
+	kind      kind
+	ctype     string
+	body      io.ReadCloser
+	lines     *bufio.Reader         // kindNDJSON
+	line      []byte                // kindNDJSON
+	sse       *transports.SSEReader // kindSSE
+	single    *utcp.Event           // kindJSON, until delivered
+	chunk     []byte                // kindRaw: the chunk buffer
+	held      int                   // kindRaw: bytes of a split character at the start of chunk
+	lastBytes int                   // size of the last value Recv returned
+	err       error                 // sticky: io.EOF or what ended the stream
+	closeOnce sync.Once
+}
+
+// accept takes the server's answer.
+func (s *stream) accept(resp *http.Response) error {
+	s.ctype = resp.Header.Get("Content-Type")
+	switch {
+	case resp.StatusCode == http.StatusNoContent:
+		resp.Body.Close()
+		s.kind = kindEmpty
+		return nil
+	case resp.StatusCode < 200 || resp.StatusCode > 299:
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, errorBodyBytes))
+		resp.Body.Close()
+		return transports.HTTPStatusError(s.method, s.url, resp.StatusCode, s.ctype, body)
+	}
+	s.kind = kindOf(s.ctype)
+	switch s.kind {
+	case kindJSON:
+		body, err := transports.ReadResponseBody(resp, s.t.cfg.MaxResponseBytes)
+		if err != nil {
+			if errors.Is(err, transports.ErrTooLarge) {
+				return err
+			}
+			return s.dropped(err)
+		}
+		if len(body) == 0 {
+			s.kind = kindEmpty
+			return nil
+		}
+		s.single = &utcp.Event{Data: transports.DecodeBody(s.ctype, body)}
+		return nil
+	case kindNDJSON:
+		s.lines = bufio.NewReaderSize(resp.Body, 32<<10)
+	case kindSSE:
+		s.sse = transports.NewSSEReader(resp.Body, s.t.cfg.MaxEventBytes)
+	case kindRaw:
+		s.chunk = make([]byte, max(s.spec.ChunkSize, 1))
+	}
+	s.body = resp.Body
+	return nil
+}
+
+// dropped is the error for a body that broke before its end.
+func (s *stream) dropped(err error) error {
+	return &utcp.TransportError{Err: fmt.Errorf("%s %s: the connection broke before the response ended: %w", s.method, transports.RedactURL(s.url), err)}
+}
+
+// ctxErr is the error for a stream whose context ended: the stream's or
+// the transport's closing, or the caller's context error.
+func (s *stream) ctxErr() error {
+	cause := context.Cause(s.ctx)
+	if errors.Is(cause, errStreamClosed) || errors.Is(cause, errClosed) {
+		return cause
+	}
+	return fmt.Errorf("streamable_http %s: %w", transports.RedactURL(s.url), cause)
+}
+
+// readErr classifies an error of the body: the end of the context, a cap,
+// or a broken connection.
+func (s *stream) readErr(err error) error {
+	switch {
+	case s.ctx.Err() != nil:
+		return s.ctxErr()
+	case errors.Is(err, transports.ErrTooLarge):
+		return err
+	}
+	return s.dropped(err)
+}
+
+// Recv returns the next event, io.EOF after the last one, or the error
+// that ended the stream.
+func (s *stream) Recv() (*utcp.Event, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != nil {
+		return nil, s.err
+	}
+	var ev *utcp.Event
+	var err error
+	switch s.kind {
+	case kindJSON:
+		ev, s.single = s.single, nil
+		if ev == nil {
+			err = io.EOF
+		}
+	case kindNDJSON:
+		ev, err = s.nextLine()
+	case kindSSE:
+		ev, err = s.nextEvent()
+	case kindRaw:
+		ev, err = s.nextChunk()
+	default:
+		err = io.EOF
+	}
+	if err != nil {
+		return nil, s.finish(err)
+	}
+	return ev, nil
+}
+
+// nextLine returns the next non-blank NDJSON line's value.
+func (s *stream) nextLine() (*utcp.Event, error) {
+	for {
+		s.line = s.line[:0]
+		var err error
+		for {
+			var frag []byte
+			frag, err = s.lines.ReadSlice('\n')
+			if int64(len(s.line)+len(frag)) > s.t.cfg.MaxEventBytes+1 {
+				return nil, transports.TooLarge(s.t.cfg.MaxEventBytes)
+			}
+			s.line = append(s.line, frag...)
+			if !errors.Is(err, bufio.ErrBufferFull) {
+				break
+			}
+		}
+		if err != nil && !errors.Is(err, io.EOF) {
+			return nil, s.readErr(err)
+		}
+		text := bytes.TrimSpace(s.line)
+		if len(text) > 0 {
+			s.lastBytes = len(text)
+			if v, ok := transports.DecodeJSONValue(text); ok {
+				return &utcp.Event{Data: v}, nil
+			}
+			return &utcp.Event{Data: string(text)}, nil
+		}
+		if err != nil {
+			return nil, io.EOF
+		}
+	}
+}
+
+// nextEvent returns the next server-sent event.
+func (s *stream) nextEvent() (*utcp.Event, error) {
+	ev, err := s.sse.Next()
+	if err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, io.EOF
+		}
+		return nil, s.readErr(err)
+	}
+	s.lastBytes = len(ev.Data)
+	var data any = ev.Data
+	if v, ok := transports.DecodeJSONValue([]byte(ev.Data)); ok {
+		data = v
+	}
+	return &utcp.Event{Type: ev.Type, ID: ev.ID, Data: data}, nil
+}
+
+// nextChunk returns the next raw chunk: text when it is valid UTF-8 (a
+// character split at its end is held back for the next chunk), else
+// binary as base64.
+func (s *stream) nextChunk() (*utcp.Event, error) {
+	for {
+		n, err := s.body.Read(s.chunk[s.held:])
+		n += s.held
+		if err != nil && !errors.Is(err, io.EOF) {
+			return nil, s.readErr(err)
+		}
+		eof := err != nil
+		if n == s.held && !eof {
+			continue // nothing new yet
+		}
+		if n == 0 {
+			return nil, io.EOF
+		}
+		cut, text := textPrefix(s.chunk[:n])
+		switch {
+		case text && cut > 0:
+			ev := &utcp.Event{Type: "text", Data: string(s.chunk[:cut])}
+			s.held = copy(s.chunk, s.chunk[cut:n])
+			s.lastBytes = cut
+			return ev, nil
+		case text && cut == 0 && n < len(s.chunk) && !eof:
+			s.held = n // only the start of a character: read on
+			continue
+		}
+		ev := &utcp.Event{Type: "binary", Data: base64.StdEncoding.EncodeToString(s.chunk[:n])}
+		s.held = 0
+		s.lastBytes = n
+		return ev, nil
+	}
+}
+
+// textPrefix reports whether b is UTF-8 text, allowing an incomplete
+// character at its end, and the length of its complete part.
+func textPrefix(b []byte) (int, bool) {
+	end := len(b)
+	for i := len(b) - 1; i >= 0 && i >= len(b)-utf8.UTFMax+1; i-- {
+		if utf8.RuneStart(b[i]) {
+			if !utf8.FullRune(b[i:]) {
+				end = i
+			}
+			break
+		}
+	}
+	return end, utf8.Valid(b[:end])
+}
+
+// readAll reads the rest of a raw body under max.
+func (s *stream) readAll(max int64) ([]byte, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b, err := transports.ReadAllLimit(s.body, max)
+	if err != nil {
+		return nil, s.finish(s.readErr(err))
+	}
+	s.finish(io.EOF)
+	return b, nil
+}
+
+// finish ends the stream with err (kept for later Recv calls) and
+// releases its connection and contexts. s.mu must be held.
+func (s *stream) finish(err error) error {
+	if s.err == nil {
+		s.err = err
+	}
+	if s.body != nil {
+		s.body.Close()
+		s.body = nil
+	}
+	s.stopAfter()
+	s.cancelTimeout()
+	s.cancel(errStreamClosed)
+	return s.err
+}
+
+// Close ends the stream if it is still open and releases its connection;
+// the server sees the connection close. It is idempotent.
+func (s *stream) Close() error {
+	s.closeOnce.Do(func() { s.cancel(errStreamClosed) })
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.finish(errStreamClosed)
+	return nil
+}

@@ -1,0 +1,1387 @@
+package websocket
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/utcpd/utcpd/manuals"
+	"github.com/utcpd/utcpd/transports"
+	"github.com/utcpd/utcpd/utcp"
+)
+
+// Info describes the websocket transport to a transports.Registry.
+var Info = transports.Info{
+	Type:          Type,
+	ParseTemplate: ParseTemplate,
+	New: func(opts transports.Options) (transports.Transport, error) {
+		t, err := New(opts)
+		if err != nil {
+			return nil, err
+		}
+		return t, nil
+	},
+	Template: new(Template),
+}
+
+func init() { transports.MustRegister(Info) }
+
+// Interface guards.
+var (
+	_ transports.Transport = (*Transport)(nil)
+	_ transports.Streamer  = (*Transport)(nil)
+)
+
+// The frame types of the utcpd envelope (see the package documentation).
+const (
+	FrameCall     = "call"   // client → server: run a tool
+	FrameCancel   = "cancel" // client → server: the caller gave up
+	FrameDiscover = "utcp"   // client → server: send your manual
+	FrameResult   = "result" // server → client: the whole result; ends the call
+	FrameEvent    = "event"  // server → client: one streamed item
+	FrameEnd      = "end"    // server → client: the stream is over
+	FrameError    = "error"  // server → client: the call failed; ends the call
+	FrameManual   = "manual" // server → client: the manual asked for
+)
+
+// EnvelopeSubprotocol is the WebSocket subprotocol name of the utcpd
+// envelope. utcpd does not require it; a server that speaks the envelope
+// may select it when a template offers it.
+const EnvelopeSubprotocol = "utcpd.v1"
+
+// Frame is one message of the utcpd envelope, as JSON in a text frame.
+// Clients send call, cancel and utcp frames; servers answer with result,
+// event, end, error and manual frames carrying the id of the request.
+type Frame struct {
+	// Type is one of the Frame* constants.
+	Type string `json:"type"`
+	// ID correlates a request and its answers: a string the client chose,
+	// unique among the calls in flight on the connection.
+	ID string `json:"id,omitempty"`
+	// Tool is the tool's name as the server knows it (call).
+	Tool string `json:"tool,omitempty"`
+	// Arguments are the call's arguments (call).
+	Arguments map[string]any `json:"arguments,omitempty"`
+	// Result is the tool's whole result (result).
+	Result any `json:"result,omitempty"`
+	// Event optionally names a streamed item (event).
+	Event string `json:"event,omitempty"`
+	// Data is one streamed item (event).
+	Data any `json:"data,omitempty"`
+	// Error describes a failure (error).
+	Error *WireError `json:"error,omitempty"`
+	// Manual is the server's UTCP manual (manual).
+	Manual json.RawMessage `json:"manual,omitempty"`
+}
+
+// WireError is the error object of an error frame.
+type WireError struct {
+	// Code is "tool_error" (the tool failed; the default),
+	// "tool_not_found", "invalid_arguments", "invalid_request" (the server
+	// did not understand the frame) or "unsupported" (for example, no
+	// manual to offer).
+	Code string `json:"code,omitempty"`
+	// Message says what went wrong.
+	Message string `json:"message"`
+	// Data is the tool's own error payload, if any.
+	Data any `json:"data,omitempty"`
+}
+
+// Defaults of the websocket transport.
+const (
+	// DefaultPingInterval is how often a kept-alive connection is pinged;
+	// one that stays silent (no frame, no pong) for two intervals is
+	// dropped.
+	DefaultPingInterval = 30 * time.Second
+	// DefaultIdleTimeout closes a kept-alive connection that carried no
+	// call for this long.
+	DefaultIdleTimeout = 5 * time.Minute
+	// frameBuffer is how many frames wait for a slow caller before the
+	// connection's reader blocks.
+	frameBuffer = 64
+	// maxRedialBackoff caps the wait between failed connection attempts.
+	maxRedialBackoff = 30 * time.Second
+	// firstRedialBackoff is the wait after the first failed attempt.
+	firstRedialBackoff = 100 * time.Millisecond
+	// controlTimeout bounds close and cancel frames.
+	controlTimeout = time.Second
+)
+
+// Config is the websocket section of the daemon configuration
+// (transports.Options.Config). Every field is optional.
+type Config struct {
+	// MaxMessageBytes caps one incoming message; 0 means
+	// transports.DefaultMaxEventBytes (16 MiB). A larger message fails the
+	// calls on its connection with payload_too_large and drops the
+	// connection.
+	MaxMessageBytes int64 `json:"max_message_bytes,omitempty"`
+	// MaxResponseBytes caps what CallTool collects from event frames; 0
+	// means transports.DefaultMaxResponseBytes (64 MiB).
+	MaxResponseBytes int64 `json:"max_response_bytes,omitempty"`
+	// PingInterval, in milliseconds, is the heartbeat of kept-alive
+	// connections; 0 means DefaultPingInterval.
+	PingInterval float64 `json:"ping_interval,omitempty"`
+	// IdleTimeout, in milliseconds, closes a kept-alive connection unused
+	// for that long; 0 means DefaultIdleTimeout.
+	IdleTimeout float64 `json:"idle_timeout,omitempty"`
+}
+
+// Transport is the websocket transport. It keeps one connection per
+// manual and connection settings, shared by that manual's calls. It is safe
+// for concurrent use.
+type Transport struct {
+	cfg       Config
+	tokens    transports.TokenSource
+	log       *slog.Logger
+	pingEvery time.Duration
+	idleAfter time.Duration
+
+	mu      sync.Mutex
+	closed  bool
+	slots   map[string]*slot        // by connKey
+	manuals map[string]*manualState // by manual name
+	conns   map[*conn]struct{}      // every open connection
+	wg      sync.WaitGroup          // connection goroutines
+}
+
+// manualState is what the transport knows of a manual's registrations.
+type manualState struct {
+	refs         int  // RegisterManual calls not yet balanced by DeregisterManual
+	deregistered bool // calls fail until the next RegisterManual
+}
+
+// New returns a websocket Transport configured by opts.Config (a Config,
+// may be empty). It uses opts.Tokens for oauth2, or a token cache of its
+// own when that is nil. Unknown configuration fields are logged and
+// ignored.
+func New(opts transports.Options) (*Transport, error) {
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	var cfg Config
+	if len(bytes.TrimSpace(opts.Config)) > 0 {
+		if err := json.Unmarshal(opts.Config, &cfg); err != nil {
+			return nil, utcp.NewError(utcp.CodeInvalidConfig, "websocket transport configuration: %v", err)
+		}
+		var keys map[string]json.RawMessage
+		_ = json.Unmarshal(opts.Config, &keys)
+		for k := range keys {
+			if !slices.Contains(transports.FieldNames(&cfg), k) {
+				log.Warn("websocket: unknown configuration field ignored", "field", k, "known", transports.FieldNames(&cfg))
+			}
+		}
+	}
+	if cfg.MaxMessageBytes < 0 || cfg.MaxResponseBytes < 0 || cfg.PingInterval < 0 || cfg.IdleTimeout < 0 {
+		return nil, utcp.NewError(utcp.CodeInvalidConfig, "websocket transport configuration: limits must not be negative")
+	}
+	if cfg.MaxMessageBytes == 0 {
+		cfg.MaxMessageBytes = transports.DefaultMaxEventBytes
+	}
+	if cfg.MaxResponseBytes == 0 {
+		cfg.MaxResponseBytes = transports.DefaultMaxResponseBytes
+	}
+	t := &Transport{
+		cfg:       cfg,
+		tokens:    opts.Tokens,
+		log:       log,
+		pingEvery: time.Duration(cfg.PingInterval * float64(time.Millisecond)),
+		idleAfter: time.Duration(cfg.IdleTimeout * float64(time.Millisecond)),
+		slots:     map[string]*slot{},
+		manuals:   map[string]*manualState{},
+		conns:     map[*conn]struct{}{},
+	}
+	if t.pingEvery == 0 {
+		t.pingEvery = DefaultPingInterval
+	}
+	if t.idleAfter == 0 {
+		t.idleAfter = DefaultIdleTimeout
+	}
+	if t.tokens == nil {
+		t.tokens = transports.NewTokenCache(nil)
+	}
+	return t, nil
+}
+
+var (
+	// errClosed refuses calls after Close and fails the calls Close cuts.
+	errClosed = utcp.NewError(utcp.CodeUnavailable, "websocket: transport closed")
+	// errStreamClosed ends a stream its caller closed.
+	errStreamClosed = utcp.NewError(utcp.CodeCanceled, "websocket: stream closed")
+	// errIdle closes a connection unused for IdleTimeout.
+	errIdle = &utcp.TransportError{Err: errors.New("websocket: connection closed after being idle")}
+	// errDone closes a per-call connection after its call, and a
+	// connection opened by a discovery that failed.
+	errDone = &utcp.TransportError{Err: errors.New("websocket: connection closed: no call needs it")}
+	// errAbandoned closes a message-mode connection whose call ended
+	// early: late answers could otherwise reach the next call.
+	errAbandoned = &utcp.TransportError{Err: errors.New("websocket: connection closed: a call using a message template ended early, and its late answers must not reach the next call")}
+)
+
+func errDeregistered(manual string) error {
+	return utcp.Errorf(utcp.CodeManualNotFound, "websocket: manual %q was deregistered: %w", manual, transports.ErrNotRegistered).WithDetail("manual", manual)
+}
+
+// Close closes every connection (calls in flight fail with code
+// unavailable), waits for their goroutines to end, and refuses later calls.
+// It is idempotent.
+func (t *Transport) Close() error {
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return nil
+	}
+	t.closed = true
+	conns := make([]*conn, 0, len(t.conns))
+	for c := range t.conns {
+		conns = append(conns, c)
+	}
+	t.slots = map[string]*slot{}
+	t.mu.Unlock()
+	for _, c := range conns {
+		c.closeGracefully(errClosed)
+	}
+	t.wg.Wait()
+	return nil
+}
+
+// DeregisterManual balances one RegisterManual of tmpl's manual. When none
+// is left, it closes the manual's connections (waiting for their
+// goroutines) and later calls of the manual fail with manual_not_found
+// until it is registered again. It is idempotent: with no registration
+// left it only makes sure the connections are closed.
+func (t *Transport) DeregisterManual(ctx context.Context, tmpl *utcp.CallTemplate) error {
+	if tmpl == nil {
+		return nil
+	}
+	name := tmpl.Name
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return nil
+	}
+	st := t.manuals[name]
+	if st == nil {
+		st = &manualState{}
+		t.manuals[name] = st
+	}
+	if st.refs > 0 {
+		st.refs--
+	}
+	if st.refs > 0 {
+		t.mu.Unlock()
+		return nil
+	}
+	st.deregistered = true
+	victims := t.takeSlots(name)
+	t.mu.Unlock()
+	closeSlots(ctx, victims, errDeregistered(name))
+	return nil
+}
+
+// takeSlots removes and returns the slots of manual. t.mu must be held.
+func (t *Transport) takeSlots(manual string) []*slot {
+	var out []*slot
+	for k, s := range t.slots {
+		if s.manual == manual {
+			out = append(out, s)
+			delete(t.slots, k)
+		}
+	}
+	return out
+}
+
+// closeSlots closes the connections of slots and waits until their
+// readers end (or ctx does).
+func closeSlots(ctx context.Context, slots []*slot, why error) {
+	for _, s := range slots {
+		s.mu.Lock()
+		c := s.conn
+		s.conn = nil
+		s.mu.Unlock()
+		if c == nil {
+			continue
+		}
+		c.closeGracefully(why)
+		select {
+		case <-c.done:
+		case <-ctx.Done():
+		}
+	}
+}
+
+// RegisterManual asks the server at the manual template's URL for its
+// manual over the manual's connection (opening it): it sends
+// {"type":"utcp","id":...} and accepts {"type":"manual","id":...,
+// "manual":{...}}, or a bare UTCP manual object (python-utcp servers
+// answer {"type":"utcp"} that way), read with manuals.ParseManual. An
+// error frame (a server without a manual to offer), any other answer, no
+// answer before the template's timeout, or a connection failure is
+// discovery_failed; a URL refused by transports.CheckURL is
+// invalid_template. Success counts one registration of the manual (see
+// DeregisterManual) and keeps the connection open for its calls.
+func (t *Transport) RegisterManual(ctx context.Context, tmpl *utcp.CallTemplate) (*utcp.Manual, error) {
+	spec, auth, err := specOf(tmpl)
+	if err != nil {
+		return nil, err
+	}
+	m, err := t.discover(ctx, tmpl.Name, spec, auth)
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return nil, errClosed
+	}
+	st := t.manuals[tmpl.Name]
+	if err == nil {
+		if st == nil {
+			st = &manualState{}
+			t.manuals[tmpl.Name] = st
+		}
+		st.refs++
+		st.deregistered = false
+		t.mu.Unlock()
+		return m, nil
+	}
+	var victims []*slot
+	if st == nil || st.refs == 0 {
+		victims = t.takeSlots(tmpl.Name) // do not keep a connection nobody registered
+	}
+	t.mu.Unlock()
+	closeSlots(ctx, victims, errDone)
+	return nil, err
+}
+
+func (t *Transport) discover(ctx context.Context, manual string, spec *Template, auth *utcp.Auth) (*utcp.Manual, error) {
+	ctx, cancel := context.WithTimeout(ctx, spec.timeout())
+	defer cancel()
+	fail := func(format string, args ...any) *utcp.Error {
+		return utcp.Errorf(utcp.CodeDiscoveryFailed, "websocket discovery of manual %q from %s: "+format,
+			append([]any{manual, redact(spec.URL)}, args...)...)
+	}
+	wrap := func(err error) error {
+		var uerr *utcp.Error
+		if ctx.Err() != nil || errors.As(err, &uerr) && uerr.Code != utcp.CodeTransportError {
+			return err
+		}
+		return fail("%w", err)
+	}
+	c, release, err := t.acquire(ctx, manual, spec, auth, true, true)
+	if err != nil {
+		return nil, wrap(err)
+	}
+	defer release()
+	p, err := c.open(true)
+	if err != nil {
+		return nil, wrap(err)
+	}
+	defer c.forget(p)
+	req, _ := json.Marshal(Frame{Type: FrameDiscover, ID: p.id})
+	if err := c.write(ctx, req); err != nil {
+		return nil, wrap(err)
+	}
+	f, err := c.await(ctx, p)
+	if err != nil {
+		return nil, wrap(err)
+	}
+	switch f.typ {
+	case FrameManual:
+		m, warnings, err := manuals.ParseManual(f.manual)
+		if err != nil {
+			return nil, fail("the server's manual: %w", err)
+		}
+		for _, w := range warnings {
+			t.log.Warn("manual served with problems", "manual", manual, "url", redact(spec.URL), "warning", w.String())
+		}
+		return m, nil
+	case FrameError:
+		return nil, fail("the server offers no manual: %s", f.err.Message).WithDetail("server_code", f.err.Code)
+	}
+	return nil, fail("the server answered a %q frame, not a manual", f.typ)
+}
+
+// redact renders a template URL for messages.
+func redact(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(invalid URL)"
+	}
+	return transports.RedactURL(u)
+}
+
+// CallTool runs one tool call and waits for its whole result. With the
+// envelope it sends {"type":"call",...} and returns the result frame's
+// value, or the data of the event frames as a list when the call ends with
+// an end frame; an error frame is a *utcp.ToolError (tool_not_found when
+// its code says so). With a message template it sends the rendered
+// message and returns the first answer frame, converted by
+// response_format (an envelope frame in answer is read as above). A
+// connection that drops, or a frame that breaks the envelope, is a
+// *utcp.TransportError; a call after DeregisterManual is
+// manual_not_found; the end of ctx or of the template's timeout returns
+// the context's error (and sends a cancel frame).
+func (t *Transport) CallTool(ctx context.Context, call *utcp.Call) (*utcp.Result, error) {
+	s, err := t.start(ctx, call)
+	if err != nil {
+		return nil, err
+	}
+	defer s.Close()
+	list := []any{}
+	var total int64
+	for {
+		f, err := s.next()
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				if !s.envelope && len(list) == 0 {
+					return nil, &utcp.TransportError{Err: fmt.Errorf("websocket %s: the server closed the connection without answering", s.c.url)}
+				}
+				return &utcp.Result{Value: list}, nil
+			}
+			return nil, err
+		}
+		switch f.typ {
+		case FrameResult:
+			s.finish(io.EOF)
+			return &utcp.Result{Value: f.value}, nil
+		case "":
+			s.finish(io.EOF)
+			v, _, err := plainValue(s.format, f)
+			if err != nil {
+				return nil, err
+			}
+			return &utcp.Result{Value: v}, nil
+		case FrameEvent:
+			total += int64(f.size)
+			if total > t.cfg.MaxResponseBytes {
+				return nil, transports.TooLarge(t.cfg.MaxResponseBytes)
+			}
+			list = append(list, f.value)
+		}
+	}
+}
+
+// CallToolStream starts one call and returns its events as they arrive:
+// each event frame is an event (its event name in utcp.Event Type), a
+// result frame is one last event, an end frame ends the stream (io.EOF)
+// and an error frame ends it with a *utcp.ToolError. With a message
+// template every answer frame is an event (converted by response_format)
+// until an envelope end, result or error frame, or until the server
+// closes the connection normally. Closing the stream early sends a cancel
+// frame (envelope) or closes the connection (message template). Errors
+// are those of CallTool.
+func (t *Transport) CallToolStream(ctx context.Context, call *utcp.Call) (transports.Stream, error) {
+	return t.start(ctx, call)
+}
+
+// start sends the request of call and returns the stream of its answers.
+func (t *Transport) start(ctx context.Context, call *utcp.Call) (*stream, error) {
+	if call == nil {
+		return nil, utcp.NewError(utcp.CodeInvalidRequest, "websocket: no call")
+	}
+	spec, auth, err := specOf(call.Template)
+	if err != nil {
+		return nil, err
+	}
+	var payload []byte
+	if !spec.envelope() {
+		if payload, err = RenderMessage(spec.Message, call.Arguments); err != nil {
+			return nil, err
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, spec.timeout())
+	s := &stream{format: spec.ResponseFormat, envelope: spec.envelope(), ctx: ctx, cancel: cancel}
+	for attempt := 0; ; attempt++ {
+		c, release, err := t.acquire(ctx, call.Manual, spec, auth, false, spec.envelope())
+		if err != nil {
+			cancel()
+			return nil, err
+		}
+		p, err := c.open(false)
+		if errors.Is(err, errConnGone) && attempt == 0 {
+			release()
+			continue // the connection closed under us: take a fresh one
+		}
+		if err == nil && !s.envelope {
+			err = c.takeTurn(ctx, p)
+		}
+		if err != nil {
+			if p != nil {
+				c.forget(p)
+			}
+			release()
+			cancel()
+			return nil, err
+		}
+		s.c, s.p, s.release = c, p, release
+		break
+	}
+	if s.envelope {
+		args := call.Arguments
+		if args == nil {
+			args = map[string]any{}
+		}
+		payload, err = transports.MarshalJSON(Frame{Type: FrameCall, ID: s.p.id, Tool: call.Name, Arguments: args})
+		if err != nil {
+			s.Close()
+			return nil, utcp.NewError(utcp.CodeInvalidArguments, "websocket: cannot encode the arguments: %v", err)
+		}
+	}
+	if err := s.c.write(ctx, payload); err != nil {
+		s.finish(err)
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// slot holds the shared connection of one manual and connection settings,
+// and the state of reconnecting it.
+type slot struct {
+	key, manual string
+
+	mu       sync.Mutex
+	conn     *conn
+	dialing  chan struct{} // closed when the dial under way ends
+	failures int           // failed dials in a row
+	retryAt  time.Time     // no dial before this after a failure
+	lastErr  error
+}
+
+// acquire returns a connection for a call of manual: the manual's shared
+// one (dialled when there is none, waiting out the backoff after failed
+// dials), or with keep_alive false a new one that release closes.
+// discovering lets RegisterManual reach a deregistered manual.
+func (t *Transport) acquire(ctx context.Context, manual string, spec *Template, auth *utcp.Auth, discovering, envelope bool) (*conn, func(), error) {
+	if !spec.keepAlive() {
+		c, err := t.dial(ctx, spec, auth, envelope, nil)
+		if err != nil {
+			return nil, nil, err
+		}
+		return c, func() { c.closeGracefully(errDone) }, nil
+	}
+	key := connKey(manual, spec, auth)
+	if envelope && !spec.envelope() {
+		key += "\x00envelope"
+	}
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return nil, nil, errClosed
+	}
+	if st := t.manuals[manual]; !discovering && st != nil && st.deregistered {
+		t.mu.Unlock()
+		return nil, nil, errDeregistered(manual)
+	}
+	s := t.slots[key]
+	if s == nil {
+		s = &slot{key: key, manual: manual}
+		t.slots[key] = s
+	}
+	t.mu.Unlock()
+	noop := func() {}
+	for {
+		s.mu.Lock()
+		if c := s.conn; c != nil && !c.isClosing() {
+			s.mu.Unlock()
+			return c, noop, nil
+		}
+		if ch := s.dialing; ch != nil {
+			s.mu.Unlock()
+			select {
+			case <-ch:
+				continue
+			case <-ctx.Done():
+				return nil, nil, ctxError(ctx, spec.URL)
+			}
+		}
+		if wait := time.Until(s.retryAt); wait > 0 {
+			last := s.lastErr
+			s.mu.Unlock()
+			if dl, ok := ctx.Deadline(); ok && time.Until(dl) < wait {
+				return nil, nil, fmt.Errorf("%w (the next connection attempt is in %v)", last, wait.Round(time.Millisecond))
+			}
+			timer := time.NewTimer(wait)
+			select {
+			case <-timer.C:
+				continue
+			case <-ctx.Done():
+				timer.Stop()
+				return nil, nil, ctxError(ctx, spec.URL)
+			}
+		}
+		ch := make(chan struct{})
+		s.dialing = ch
+		s.mu.Unlock()
+		c, err := t.dial(ctx, spec, auth, envelope, s)
+		s.mu.Lock()
+		s.dialing = nil
+		close(ch)
+		if err != nil {
+			var uerr *utcp.Error
+			if ctx.Err() == nil && !(errors.As(err, &uerr) && uerr.Code == utcp.CodeInvalidTemplate) {
+				s.failures++
+				s.retryAt = time.Now().Add(min(firstRedialBackoff<<min(s.failures-1, 16), maxRedialBackoff))
+				s.lastErr = err
+			}
+			s.mu.Unlock()
+			return nil, nil, err
+		}
+		s.failures, s.retryAt, s.lastErr = 0, time.Time{}, nil
+		s.conn = c
+		s.mu.Unlock()
+		return c, noop, nil
+	}
+}
+
+// ctxError is the error for a call whose context ended.
+func ctxError(ctx context.Context, rawURL string) error {
+	return fmt.Errorf("websocket %s: %w", redact(rawURL), context.Cause(ctx))
+}
+
+// dial opens a connection: the URL check, the handshake with headers,
+// auth and subprotocols, and the reader (and, kept alive, heartbeat)
+// goroutines. s is the connection's slot, nil for a per-call connection.
+func (t *Transport) dial(ctx context.Context, spec *Template, auth *utcp.Auth, envelope bool, s *slot) (*conn, error) {
+	u, err := url.Parse(spec.URL)
+	if err != nil {
+		return nil, utcp.NewError(utcp.CodeInvalidTemplate, "websocket: url: %v", err)
+	}
+	if err := transports.CheckURL(u, spec.AllowInsecure); err != nil {
+		return nil, err
+	}
+	if scheme := strings.ToLower(u.Scheme); scheme != "ws" && scheme != "wss" {
+		return nil, utcp.NewError(utcp.CodeInvalidTemplate, "websocket: url %q is not ws:// or wss://", transports.RedactURL(u))
+	}
+	// The handshake is an HTTP request: build one so that ApplyAuth can put
+	// the credentials in a header, the query or a cookie.
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return nil, utcp.NewError(utcp.CodeInvalidTemplate, "websocket: url: %v", err)
+	}
+	for k, v := range spec.Headers {
+		req.Header.Set(k, v)
+	}
+	if req.Header.Get("User-Agent") == "" {
+		req.Header.Set("User-Agent", "utcpd")
+	}
+	if err := transports.ApplyAuth(ctx, req, auth, t.tokens); err != nil {
+		return nil, err
+	}
+	offered := spec.protocols()
+	d := websocket.Dialer{
+		Proxy:            http.ProxyFromEnvironment,
+		HandshakeTimeout: spec.timeout(),
+		Subprotocols:     offered,
+		NetDialContext:   (&net.Dialer{KeepAlive: 30 * time.Second}).DialContext,
+	}
+	ws, resp, err := d.DialContext(ctx, req.URL.String(), req.Header)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctxError(ctx, spec.URL)
+		}
+		if resp != nil {
+			body, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
+			return nil, &utcp.TransportError{Status: resp.StatusCode,
+				Err: fmt.Errorf("websocket handshake with %s refused: HTTP %d %s: %s", transports.RedactURL(u), resp.StatusCode, http.StatusText(resp.StatusCode), transports.Excerpt(body))}
+		}
+		return nil, &utcp.TransportError{Err: fmt.Errorf("websocket %s: %w", transports.RedactURL(u), err)}
+	}
+	if len(offered) > 0 {
+		got := ws.Subprotocol()
+		if got == "" || !slices.Contains(offered, got) {
+			_ = ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseProtocolError, "subprotocol refused"), time.Now().Add(controlTimeout))
+			ws.Close()
+			what := "selected none"
+			if got != "" {
+				what = fmt.Sprintf("selected %q, which was not offered", got)
+			}
+			return nil, &utcp.TransportError{Err: fmt.Errorf("websocket %s: the server refused subprotocol %s (it %s)", transports.RedactURL(u), strings.Join(quoted(offered), ", "), what)}
+		}
+	}
+	ws.SetReadLimit(t.cfg.MaxMessageBytes)
+	c := &conn{
+		t:        t,
+		slot:     s,
+		url:      transports.RedactURL(u),
+		ws:       ws,
+		envelope: envelope,
+		keep:     spec.keepAlive(),
+		calls:    map[string]*pending{},
+		turn:     make(chan struct{}, 1),
+		closing:  make(chan struct{}),
+		done:     make(chan struct{}),
+		lastUsed: time.Now(),
+	}
+	t.mu.Lock()
+	switch {
+	case t.closed:
+		err = errClosed
+	case s != nil && t.slots[s.key] != s:
+		err = errDeregistered(s.manual)
+	}
+	if err != nil {
+		t.mu.Unlock()
+		ws.Close()
+		return nil, err
+	}
+	t.conns[c] = struct{}{}
+	t.wg.Add(1)
+	go c.readLoop()
+	if c.keep {
+		t.wg.Add(1)
+		go c.heartbeat()
+	}
+	t.mu.Unlock()
+	return c, nil
+}
+
+func quoted(s []string) []string {
+	out := make([]string, len(s))
+	for i, v := range s {
+		out[i] = strconv.Quote(v)
+	}
+	return out
+}
+
+// conn is one WebSocket connection and the calls it carries.
+type conn struct {
+	t        *Transport
+	slot     *slot
+	url      string
+	ws       *websocket.Conn
+	envelope bool // calls are correlated by id; else one call at a time
+	keep     bool
+
+	writeMu sync.Mutex
+
+	mu          sync.Mutex
+	calls       map[string]*pending
+	discoveries []*pending // oldest first: where a bare manual goes
+	current     *pending   // message mode: the call that owns the connection
+	nextID      uint64
+	lastUsed    time.Time
+	err         error         // why the connection closed
+	normalClose bool          // the server closed with 1000 or 1001
+	closing     chan struct{} // closed when the connection starts closing
+	done        chan struct{} // closed when the reader has ended
+
+	turn chan struct{} // message mode: held by the call in progress
+}
+
+// pending is one request in flight on a connection.
+type pending struct {
+	id        string
+	discovery bool
+	frames    chan *inFrame
+	gone      chan struct{} // closed when the caller stopped listening
+	goneOnce  sync.Once
+}
+
+func (p *pending) leave() { p.goneOnce.Do(func() { close(p.gone) }) }
+
+// errConnGone is returned by open when the connection is closing.
+var errConnGone = errors.New("websocket: connection closing")
+
+func (c *conn) isClosing() bool {
+	select {
+	case <-c.closing:
+		return true
+	default:
+		return false
+	}
+}
+
+// open registers a new request on c.
+func (c *conn) open(discovery bool) (*pending, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.isClosing() {
+		return nil, errConnGone
+	}
+	c.nextID++
+	p := &pending{id: strconv.FormatUint(c.nextID, 10), discovery: discovery, frames: make(chan *inFrame, frameBuffer), gone: make(chan struct{})}
+	c.calls[p.id] = p
+	if discovery {
+		c.discoveries = append(c.discoveries, p)
+	}
+	c.lastUsed = time.Now()
+	return p, nil
+}
+
+// forget removes a request from c.
+func (c *conn) forget(p *pending) {
+	p.leave()
+	c.mu.Lock()
+	delete(c.calls, p.id)
+	if i := slices.Index(c.discoveries, p); i >= 0 {
+		c.discoveries = slices.Delete(c.discoveries, i, i+1)
+	}
+	if c.current == p {
+		c.current = nil
+		<-c.turn
+	}
+	c.lastUsed = time.Now()
+	c.mu.Unlock()
+}
+
+// takeTurn waits until p may use a message-mode connection.
+func (c *conn) takeTurn(ctx context.Context, p *pending) error {
+	select {
+	case c.turn <- struct{}{}:
+	case <-ctx.Done():
+		return ctxError(ctx, c.url)
+	case <-c.closing:
+		return c.failure()
+	}
+	c.mu.Lock()
+	c.current = p
+	c.mu.Unlock()
+	return nil
+}
+
+// write sends one text frame, with the context's deadline.
+func (c *conn) write(ctx context.Context, data []byte) error {
+	c.writeMu.Lock()
+	defer c.writeMu.Unlock()
+	if c.isClosing() {
+		return c.failure()
+	}
+	dl, ok := ctx.Deadline()
+	if !ok {
+		dl = time.Now().Add(DefaultTimeout)
+	}
+	_ = c.ws.SetWriteDeadline(dl)
+	if err := c.ws.WriteMessage(websocket.TextMessage, data); err != nil {
+		if ctx.Err() != nil {
+			c.fail(ctxError(ctx, c.url))
+			return ctxError(ctx, c.url)
+		}
+		err = &utcp.TransportError{Err: fmt.Errorf("websocket %s: sending: %w", c.url, err)}
+		c.fail(err)
+		return err
+	}
+	return nil
+}
+
+// await waits for the next frame of p.
+func (c *conn) await(ctx context.Context, p *pending) (*inFrame, error) {
+	select {
+	case f := <-p.frames:
+		return f, nil
+	default:
+	}
+	select {
+	case f := <-p.frames:
+		return f, nil
+	case <-c.done:
+		select { // frames that arrived before the end still count
+		case f := <-p.frames:
+			return f, nil
+		default:
+		}
+		return nil, c.failure()
+	case <-ctx.Done():
+		return nil, ctxError(ctx, c.url)
+	}
+}
+
+// failure is the error that closed c.
+func (c *conn) failure() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.err == nil {
+		return &utcp.TransportError{Err: fmt.Errorf("websocket %s: connection closed", c.url)}
+	}
+	return c.err
+}
+
+// fail starts closing c for err (the first reason wins): the calls on it
+// fail with err, and its slot forgets it so the next call reconnects.
+func (c *conn) fail(err error) {
+	if c.markClosing(err) {
+		c.ws.Close()
+	}
+}
+
+// closeGracefully closes c for why, telling the server with a close frame
+// first.
+func (c *conn) closeGracefully(why error) {
+	if c.markClosing(why) {
+		_ = c.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, ""), time.Now().Add(controlTimeout))
+		c.ws.Close()
+	}
+}
+
+// markClosing records why c closes and detaches it from its slot. It
+// reports false when c was closing already.
+func (c *conn) markClosing(err error) bool {
+	c.mu.Lock()
+	if c.isClosing() {
+		c.mu.Unlock()
+		return false
+	}
+	c.err = err
+	close(c.closing)
+	c.mu.Unlock()
+	if s := c.slot; s != nil {
+		s.mu.Lock()
+		if s.conn == c {
+			s.conn = nil
+		}
+		s.mu.Unlock()
+	}
+	return true
+}
+
+// readLoop reads frames and hands each to the call it belongs to, until
+// the connection ends.
+func (c *conn) readLoop() {
+	defer c.t.wg.Done()
+	defer func() {
+		c.t.mu.Lock()
+		delete(c.t.conns, c)
+		c.t.mu.Unlock()
+		close(c.done)
+	}()
+	window := 2*c.t.pingEvery + 2*time.Second
+	if c.keep {
+		_ = c.ws.SetReadDeadline(time.Now().Add(window))
+		c.ws.SetPongHandler(func(string) error { return c.ws.SetReadDeadline(time.Now().Add(window)) })
+	}
+	var buf bytes.Buffer // reused: envelope frames are decoded, not kept
+	for {
+		mt, r, err := c.ws.NextReader()
+		if err == nil {
+			buf.Reset()
+			_, err = buf.ReadFrom(r)
+		}
+		if err != nil {
+			c.fail(c.readError(err))
+			return
+		}
+		data := buf.Bytes()
+		if buf.Cap() > 1<<20 {
+			buf = bytes.Buffer{} // do not pin a large buffer
+		}
+		if c.keep {
+			_ = c.ws.SetReadDeadline(time.Now().Add(window))
+		}
+		if c.envelope {
+			if err := c.routeEnvelope(mt, data); err != nil {
+				c.fail(err)
+				return
+			}
+		} else {
+			c.mu.Lock()
+			p := c.current
+			c.mu.Unlock()
+			if p == nil {
+				c.t.log.Debug("websocket: message with no call waiting dropped", "url", c.url, "bytes", len(data))
+				continue
+			}
+			c.deliver(p, &inFrame{binary: mt == websocket.BinaryMessage, raw: bytes.Clone(data), size: len(data)})
+		}
+	}
+}
+
+// readError turns the reader's error into the error calls see.
+func (c *conn) readError(err error) error {
+	var ce *websocket.CloseError
+	switch {
+	case errors.Is(err, websocket.ErrReadLimit):
+		return utcp.Errorf(utcp.CodePayloadTooLarge, "websocket %s: a message is larger than %d bytes: %w", c.url, c.t.cfg.MaxMessageBytes, transports.ErrTooLarge).
+			WithDetail("limit_bytes", c.t.cfg.MaxMessageBytes)
+	case errors.As(err, &ce):
+		c.mu.Lock()
+		c.normalClose = ce.Code == websocket.CloseNormalClosure || ce.Code == websocket.CloseGoingAway
+		c.mu.Unlock()
+		return &utcp.TransportError{Err: fmt.Errorf("websocket %s: the server closed the connection (%d %s)", c.url, ce.Code, ce.Text)}
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return &utcp.TransportError{Err: fmt.Errorf("websocket %s: no frame and no pong for %v: connection dropped", c.url, 2*c.t.pingEvery+2*time.Second)}
+	}
+	return &utcp.TransportError{Err: fmt.Errorf("websocket %s: the connection broke: %w", c.url, err)}
+}
+
+// deliver hands f to p, waiting while p's buffer is full (back-pressure)
+// unless p's caller left or the connection closes.
+func (c *conn) deliver(p *pending, f *inFrame) {
+	select {
+	case p.frames <- f:
+	case <-p.gone:
+	case <-c.closing:
+	}
+}
+
+// routeEnvelope hands one envelope frame to its request. A frame that is
+// not an envelope is returned as an error that closes the connection.
+func (c *conn) routeEnvelope(mt int, data []byte) error {
+	f, err := parseEnvelope(mt, data)
+	if err != nil {
+		return &utcp.TransportError{Err: fmt.Errorf("websocket %s: %v; the server does not speak the utcpd envelope (use a message template for other protocols): %s", c.url, err, excerpt(data, mt))}
+	}
+	c.mu.Lock()
+	p := c.calls[f.id]
+	if f.id == "" && f.typ == FrameManual && len(c.discoveries) > 0 {
+		p = c.discoveries[0]
+	}
+	c.mu.Unlock()
+	if p == nil {
+		c.t.log.Debug("websocket: frame for no call in flight dropped", "url", c.url, "type", f.typ, "id", f.id)
+		return nil
+	}
+	c.deliver(p, f)
+	return nil
+}
+
+// heartbeat pings a kept-alive connection and closes it once idle.
+func (c *conn) heartbeat() {
+	defer c.t.wg.Done()
+	tick := time.NewTicker(c.t.pingEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-c.closing:
+			return
+		case <-tick.C:
+		}
+		c.mu.Lock()
+		idle := len(c.calls) == 0 && time.Since(c.lastUsed) > c.t.idleAfter
+		c.mu.Unlock()
+		if idle {
+			c.closeGracefully(errIdle)
+			return
+		}
+		_ = c.ws.WriteControl(websocket.PingMessage, nil, time.Now().Add(c.t.pingEvery))
+	}
+}
+
+// inFrame is one received frame, decoded.
+type inFrame struct {
+	typ    string // an envelope type; "" for a plain message-mode frame
+	id     string
+	value  any // result (result) or data (event)
+	event  string
+	err    *WireError
+	manual []byte
+	raw    []byte // message mode: the frame as received
+	binary bool
+	size   int
+}
+
+// wireFrame is an envelope frame as decoded from JSON.
+type wireFrame struct {
+	Type   *string         `json:"type"`
+	ID     json.RawMessage `json:"id"`
+	Result json.RawMessage `json:"result"`
+	Event  string          `json:"event"`
+	Data   json.RawMessage `json:"data"`
+	Error  json.RawMessage `json:"error"`
+	Manual json.RawMessage `json:"manual"`
+	Tools  json.RawMessage `json:"tools"`
+}
+
+// parseEnvelope decodes a server frame of the utcpd envelope. A bare UTCP
+// manual (an object with tools and no type) counts as a manual frame
+// without an id.
+func parseEnvelope(mt int, data []byte) (*inFrame, error) {
+	if mt != websocket.TextMessage {
+		return nil, errors.New("a binary frame arrived")
+	}
+	var w wireFrame
+	if err := json.Unmarshal(data, &w); err != nil {
+		return nil, errors.New("a frame is not a JSON object")
+	}
+	f := &inFrame{size: len(data)}
+	if w.Type == nil {
+		if len(w.Tools) == 0 {
+			return nil, errors.New(`a frame has no "type"`)
+		}
+		f.typ, f.manual = FrameManual, bytes.Clone(data)
+		return f, nil
+	}
+	f.typ = *w.Type
+	f.id = frameID(w.ID)
+	switch f.typ {
+	case FrameResult:
+		f.value = decodeValue(w.Result)
+	case FrameEvent:
+		f.value, f.event = decodeValue(w.Data), w.Event
+	case FrameError:
+		f.err = decodeWireError(w.Error)
+	case FrameManual:
+		f.manual = w.Manual
+		if len(f.manual) == 0 || bytes.Equal(bytes.TrimSpace(f.manual), []byte("null")) {
+			return nil, errors.New(`a manual frame has no "manual"`)
+		}
+	case FrameEnd:
+	default:
+		return nil, fmt.Errorf("a frame has the unknown type %q", f.typ)
+	}
+	return f, nil
+}
+
+// envelopeTypes are the frames a message-mode call reads as envelope
+// frames rather than as answers.
+var envelopeTypes = []string{FrameResult, FrameEvent, FrameEnd, FrameError}
+
+// frameID renders an id given as a JSON string or number.
+func frameID(raw json.RawMessage) string {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
+		return ""
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	return string(raw)
+}
+
+func decodeValue(raw json.RawMessage) any {
+	if len(raw) == 0 {
+		return nil
+	}
+	v, _ := transports.DecodeJSONValue(raw)
+	return v
+}
+
+func decodeWireError(raw json.RawMessage) *WireError {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return &WireError{Message: s}
+	}
+	var e struct {
+		Code    string          `json:"code"`
+		Message string          `json:"message"`
+		Data    json.RawMessage `json:"data"`
+	}
+	if json.Unmarshal(raw, &e) != nil {
+		return &WireError{Message: strings.TrimSpace(string(raw))}
+	}
+	return &WireError{Code: e.Code, Message: e.Message, Data: decodeValue(e.Data)}
+}
+
+// callError turns an error frame into the call's error.
+func callError(e *WireError) error {
+	msg := e.Message
+	if msg == "" {
+		msg = "the tool reported an error"
+	}
+	switch e.Code {
+	case "tool_not_found":
+		return utcp.Errorf(utcp.CodeToolNotFound, "websocket: %s: %w", msg, transports.ErrToolNotFound)
+	case "invalid_request":
+		return &utcp.TransportError{Err: fmt.Errorf("websocket: the server refused the request: %s", msg)}
+	}
+	return &utcp.ToolError{Message: msg, Value: e.Data}
+}
+
+// plainValue converts a message-mode answer by response_format, and
+// returns the event type for a stream ("binary" for base64 data).
+func plainValue(format string, f *inFrame) (any, string, error) {
+	switch format {
+	case FormatJSON:
+		v, ok := transports.DecodeJSONValue(f.raw)
+		if !ok {
+			return nil, "", &utcp.TransportError{Err: fmt.Errorf("websocket: response_format is json but the answer is not JSON: %s", excerpt(f.raw, 0))}
+		}
+		return v, "", nil
+	case FormatText:
+		return strings.ToValidUTF8(string(f.raw), "\uFFFD"), "", nil
+	case FormatRaw:
+		if f.binary {
+			return base64.StdEncoding.EncodeToString(f.raw), "binary", nil
+		}
+		return string(f.raw), "", nil
+	}
+	if f.binary && !utf8.Valid(f.raw) {
+		return base64.StdEncoding.EncodeToString(f.raw), "binary", nil
+	}
+	if v, ok := transports.DecodeJSONValue(f.raw); ok {
+		return v, "", nil
+	}
+	return string(f.raw), "", nil
+}
+
+func excerpt(data []byte, mt int) string {
+	if mt == websocket.BinaryMessage || !utf8.Valid(data) {
+		return fmt.Sprintf("(%d bytes of binary data)", len(data))
+	}
+	s := transports.Excerpt(data)
+	if len(s) > 200 {
+		s = s[:200] + "…"
+	}
+	return strconv.Quote(s)
+}
+
+// stream is one call in flight: the transports.Stream of CallToolStream,
+// and what CallTool reads.
+type stream struct {
+	c        *conn
+	p        *pending
+	release  func()
+	ctx      context.Context
+	cancel   context.CancelFunc
+	format   string
+	envelope bool
+
+	mu        sync.Mutex
+	err       error // sticky: io.EOF or what ended the call
+	last      bool  // a result arrived: the next Recv is io.EOF
+	closeOnce sync.Once
+}
+
+// next returns the next frame of the call, reading message-mode frames as
+// envelope frames when they are; io.EOF or an error ends the call.
+func (s *stream) next() (*inFrame, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != nil {
+		return nil, s.err
+	}
+	f, err := s.c.await(s.ctx, s.p)
+	if err != nil {
+		if !s.envelope && s.c.closedNormally() && s.ctx.Err() == nil {
+			err = io.EOF // a plain server ends a stream by closing
+		}
+		return nil, s.finishLocked(err)
+	}
+	if !s.envelope {
+		if ef, err := parseEnvelope(websocket.TextMessage, f.raw); err == nil && !f.binary && slices.Contains(envelopeTypes, ef.typ) {
+			f = ef
+		}
+	}
+	switch f.typ {
+	case FrameEnd:
+		return nil, s.finishLocked(io.EOF)
+	case FrameError:
+		return nil, s.finishLocked(callError(f.err))
+	}
+	return f, nil
+}
+
+func (c *conn) closedNormally() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.normalClose
+}
+
+// finish ends the call with err unless it has ended already.
+func (s *stream) finish(err error) {
+	s.mu.Lock()
+	s.finishLocked(err)
+	s.mu.Unlock()
+}
+
+func (s *stream) finishLocked(err error) error {
+	if s.err == nil {
+		s.err = err
+	}
+	return s.err
+}
+
+// Recv returns the next event, io.EOF after the last one, or the error
+// that ended the call.
+func (s *stream) Recv() (*utcp.Event, error) {
+	s.mu.Lock()
+	last := s.last
+	s.mu.Unlock()
+	if last {
+		s.finish(io.EOF)
+		s.Close()
+		return nil, io.EOF
+	}
+	f, err := s.next()
+	if err != nil {
+		s.Close()
+		return nil, err
+	}
+	switch f.typ {
+	case FrameResult:
+		s.mu.Lock()
+		s.last = true
+		s.mu.Unlock()
+		return &utcp.Event{Data: f.value}, nil
+	case FrameEvent:
+		return &utcp.Event{Type: f.event, Data: f.value}, nil
+	case FrameManual:
+		return s.Recv() // not an answer to a call: skip it
+	}
+	v, typ, err := plainValue(s.format, f)
+	if err != nil {
+		s.finish(err)
+		s.Close()
+		return nil, err
+	}
+	return &utcp.Event{Type: typ, Data: v}, nil
+}
+
+// Close ends the call: when it had not finished, it sends a cancel frame
+// (envelope) or closes the connection (message template, whose late
+// answers could reach the next call). It is idempotent.
+func (s *stream) Close() error {
+	s.closeOnce.Do(func() {
+		s.cancel() // interrupts a Recv waiting for a frame
+		s.mu.Lock()
+		if s.err == nil {
+			s.err = errStreamClosed
+		}
+		finished := errors.Is(s.err, io.EOF)
+		var te *utcp.ToolError
+		finished = finished || errors.As(s.err, &te) || errors.Is(s.err, transports.ErrToolNotFound)
+		s.mu.Unlock()
+		if !finished && !s.c.isClosing() {
+			if s.envelope {
+				s.c.sendCancel(s.p.id)
+			} else {
+				s.c.fail(errAbandoned)
+			}
+		}
+		s.c.forget(s.p)
+		s.release()
+	})
+	return nil
+}
+
+// sendCancel tells the server, in the background, that the caller of id
+// gave up.
+func (c *conn) sendCancel(id string) {
+	t := c.t
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return
+	}
+	t.wg.Add(1)
+	t.mu.Unlock()
+	go func() {
+		defer t.wg.Done()
+		b, _ := json.Marshal(Frame{Type: FrameCancel, ID: id})
+		c.writeMu.Lock()
+		defer c.writeMu.Unlock()
+		if c.isClosing() {
+			return
+		}
+		_ = c.ws.SetWriteDeadline(time.Now().Add(controlTimeout))
+		if err := c.ws.WriteMessage(websocket.TextMessage, b); err != nil {
+			c.fail(&utcp.TransportError{Err: fmt.Errorf("websocket %s: sending a cancel frame: %w", c.url, err)})
+		}
+	}()
+}
