@@ -50,7 +50,9 @@ func init() {
 }
 
 // builtin returns the New of a kind that takes no configuration: it
-// accepts an empty section, null or {}.
+// accepts an empty section, null or {}, and an object whose only fields
+// are the entry's own "kind" and "name" (the daemon hands a guard its
+// whole configuration entry).
 func builtin(g Guard) func(json.RawMessage, *slog.Logger) (Guard, error) {
 	return func(cfg json.RawMessage, _ *slog.Logger) (Guard, error) {
 		switch c := string(bytes.TrimSpace(cfg)); c {
@@ -58,7 +60,12 @@ func builtin(g Guard) func(json.RawMessage, *slog.Logger) (Guard, error) {
 			return g, nil
 		}
 		var m map[string]json.RawMessage
-		if err := json.Unmarshal(cfg, &m); err != nil || len(m) > 0 {
+		if err := json.Unmarshal(cfg, &m); err != nil {
+			return nil, fmt.Errorf("this guard kind takes no configuration")
+		}
+		delete(m, "kind")
+		delete(m, "name")
+		if len(m) > 0 {
 			return nil, fmt.Errorf("this guard kind takes no configuration")
 		}
 		return g, nil

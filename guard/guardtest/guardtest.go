@@ -1,6 +1,8 @@
 // Package guardtest is the minimal conformance suite every guard kind
-// passes: expected decisions, safety under concurrent use (run it with
-// -race), and respect for context cancellation.
+// passes: expected decisions, valid verdict details, calls left
+// unmodified, safety under concurrent use (run it with -race), and respect
+// for context cancellation. RunConfig checks how a registered kind loads
+// its configuration.
 //
 //	func TestConformance(t *testing.T) {
 //		guardtest.Run(t, func(t *testing.T) guard.Guard { return newTestGuard(t) }, []guardtest.Case{
@@ -12,7 +14,10 @@ package guardtest
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -39,12 +44,35 @@ type Case struct {
 // Prompt is how soon Evaluate must return after its context ends.
 const Prompt = time.Second
 
+// Option adjusts Run.
+type Option func(*options)
+
+type options struct {
+	workers, rounds int
+}
+
+// Concurrency sets the shape of the concurrent subtest: workers
+// goroutines each evaluate every non-blocking case rounds times (default
+// 64 and 4). Lower it for a guard whose every evaluation is expensive,
+// such as one that starts a process.
+func Concurrency(workers, rounds int) Option {
+	return func(o *options) {
+		o.workers, o.rounds = max(workers, 2), max(rounds, 1)
+	}
+}
+
 // Run runs the suite. newGuard is called once per subtest and returns the
 // guard under test; cases should cover every decision the guard can make.
 // Subtest names are stable: decisions/<case>, concurrent, canceled/<case>,
-// deadline/<case>, empty_call.
-func Run(t *testing.T, newGuard func(t *testing.T) guard.Guard, cases []Case) {
+// deadline/<case>, empty_call. In decisions, besides the decision, the
+// verdict's Details must be valid JSON when set, and Evaluate must leave
+// the call as it was.
+func Run(t *testing.T, newGuard func(t *testing.T) guard.Guard, cases []Case, opts ...Option) {
 	t.Helper()
+	o := options{workers: 64, rounds: 4}
+	for _, opt := range opts {
+		opt(&o)
+	}
 	t.Run("decisions", func(t *testing.T) {
 		g := newGuard(t)
 		for _, tc := range cases {
@@ -54,9 +82,13 @@ func Run(t *testing.T, newGuard func(t *testing.T) guard.Guard, cases []Case) {
 			t.Run(tc.Name, func(t *testing.T) {
 				ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 				defer cancel()
+				before := snapshot(tc.Call)
 				v, err := g.Evaluate(ctx, tc.Call)
 				if msg := check(tc.Want, v, err); msg != "" {
 					t.Error(msg)
+				}
+				if after := snapshot(tc.Call); after != before {
+					t.Errorf("Evaluate modified the call:\nbefore %s\nafter  %s", before, after)
 				}
 			})
 		}
@@ -73,7 +105,7 @@ func Run(t *testing.T, newGuard func(t *testing.T) guard.Guard, cases []Case) {
 		if len(runnable) == 0 {
 			t.Skip("no non-blocking cases")
 		}
-		const workers = 64
+		workers := o.workers
 		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 		defer cancel()
 		var wg sync.WaitGroup
@@ -82,7 +114,7 @@ func Run(t *testing.T, newGuard func(t *testing.T) guard.Guard, cases []Case) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				for i := range 4 * len(runnable) {
+				for i := range o.rounds * len(runnable) {
 					tc := runnable[(w+i)%len(runnable)]
 					v, err := g.Evaluate(ctx, tc.Call)
 					if msg := check(tc.Want, v, err); msg != "" {
@@ -159,7 +191,99 @@ func check(want guard.Decision, v guard.Verdict, err error) string {
 	if v.Decision != want {
 		return fmt.Sprintf("decision %q (reason %q), want %q", v.Decision, v.Reason, want)
 	}
+	if len(v.Details) > 0 && !json.Valid(v.Details) {
+		return fmt.Sprintf("verdict details are not valid JSON: %.200q", v.Details)
+	}
 	return ""
+}
+
+// snapshot renders everything a guard could modify in a call.
+func snapshot(c *guard.Call) string {
+	if c == nil {
+		return "<nil>"
+	}
+	args, err := json.Marshal(c.Arguments)
+	if err != nil {
+		args = []byte(fmt.Sprintf("%#v", c.Arguments))
+	}
+	return fmt.Sprintf("tool=%q qualified=%q manual=%q protocol=%q principal=%q args=%s template=%q",
+		c.Tool, c.Qualified, c.Manual, c.Protocol, c.Principal, args, c.Template)
+}
+
+// ConfigCase is a configuration section a guard kind must reject.
+type ConfigCase struct {
+	// Name is the subtest name.
+	Name string
+	// Config is the configuration section (JSON).
+	Config string
+	// WantErr is a substring the error must contain, so that the user is
+	// told what is wrong; "" accepts any error.
+	WantErr string
+}
+
+// RunConfig checks how the guard kind registered in guard.Default under
+// kind loads configuration sections, through guard.Default.New as the
+// daemon loads them. Subtests: registered; valid/<i>: each of valid (JSON
+// objects) builds a guard; unknown_field/<i>: each of valid with one
+// unknown field added fails, and the error names the field; not_object:
+// sections that are not JSON objects fail; invalid/<name>: each of invalid
+// fails with an error containing its WantErr.
+func RunConfig(t *testing.T, kind string, valid []string, invalid []ConfigCase) {
+	t.Helper()
+	log := slog.New(slog.DiscardHandler)
+	t.Run("registered", func(t *testing.T) {
+		if _, ok := guard.Default.Lookup(kind); !ok {
+			t.Fatalf("kind %q is not registered in guard.Default (registered: %v)", kind, guard.Default.Kinds())
+		}
+	})
+	for i, cfg := range valid {
+		t.Run(fmt.Sprintf("valid/%d", i), func(t *testing.T) {
+			g, err := guard.Default.New(kind, json.RawMessage(cfg), log)
+			if err != nil {
+				t.Fatalf("New(%s): %v", cfg, err)
+			}
+			if g == nil {
+				t.Fatal("New returned a nil guard")
+			}
+		})
+		t.Run(fmt.Sprintf("unknown_field/%d", i), func(t *testing.T) {
+			var m map[string]json.RawMessage
+			if err := json.Unmarshal([]byte(cfg), &m); err != nil {
+				t.Fatalf("valid configuration %s is not a JSON object: %v", cfg, err)
+			}
+			const field = "zz_not_a_field"
+			m[field] = json.RawMessage("true")
+			b, err := json.Marshal(m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = guard.Default.New(kind, b, log)
+			if err == nil {
+				t.Fatalf("New accepted the unknown field %q in %s", field, b)
+			}
+			if !strings.Contains(err.Error(), field) {
+				t.Errorf("the error %q does not name the unknown field %q", err, field)
+			}
+		})
+	}
+	t.Run("not_object", func(t *testing.T) {
+		for _, cfg := range []string{`[]`, `"policy"`, `42`, `true`, `{"unterminated":`} {
+			if _, err := guard.Default.New(kind, json.RawMessage(cfg), log); err == nil {
+				t.Errorf("New accepted %s", cfg)
+			}
+		}
+	})
+	for _, tc := range invalid {
+		t.Run("invalid/"+tc.Name, func(t *testing.T) {
+			_, err := guard.Default.New(kind, json.RawMessage(tc.Config), log)
+			if err == nil {
+				t.Fatalf("New accepted %s", tc.Config)
+			}
+			if !strings.Contains(err.Error(), tc.WantErr) {
+				t.Errorf("error %q does not contain %q", err, tc.WantErr)
+			}
+		})
+	}
 }
 
 func timed(ctx context.Context, g guard.Guard, call *guard.Call) (guard.Verdict, time.Duration, error) {
