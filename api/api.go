@@ -19,6 +19,9 @@
 //   - /v1/...: "Authorization: Bearer <key>" for one of Options.APIKeys when
 //     any is configured, else open; a missing or wrong key is 401
 //     unauthorized with a WWW-Authenticate challenge.
+//   - /mcp (the MCP front, package api/mcpfront, Streamable HTTP): the
+//     same API keys as /v1/; its refusals are JSON-RPC error objects, not
+//     the envelope (see the package documentation).
 //   - /healthz, /readyz, /metrics and /openapi.json are open: bind the
 //     listener to loopback or put a proxy in front to restrict them.
 //
@@ -27,6 +30,7 @@
 package api
 
 import (
+	"context"
 	_ "embed"
 	"encoding/json"
 	"errors"
@@ -41,7 +45,10 @@ import (
 	"github.com/utcpd/utcpd/api/admin"
 	"github.com/utcpd/utcpd/api/front"
 	"github.com/utcpd/utcpd/api/httpx"
+	"github.com/utcpd/utcpd/api/mcpfront"
 	"github.com/utcpd/utcpd/gateway"
+	"github.com/utcpd/utcpd/gateway/audit"
+	"github.com/utcpd/utcpd/guard/review"
 	"github.com/utcpd/utcpd/utcp"
 )
 
@@ -72,10 +79,23 @@ type Options struct {
 	// Metrics serves /metrics. Default: the Observer's registry when it is
 	// a prometheus.Gatherer, else prometheus.DefaultGatherer.
 	Metrics http.Handler
+	// Reviews, when set, serves the review routes (/admin/reviews...,
+	// GET /v1/reviews/{id}); it should be the gateway's Options.Reviews.
+	Reviews *review.Queue
+	// Audit, when set, serves GET /admin/audit.
+	Audit audit.Store
+	// MCP tunes the MCP front served at /mcp (package api/mcpfront):
+	// allowed origins, session limits, page size, names. Its Gateway,
+	// APIKeys, CallTimeout (DefaultTimeout), MaxBodyBytes, Tracker,
+	// Logger and Version are filled from the options above when unset.
+	MCP mcpfront.Options
 	// Logger receives internal errors and panics; nil discards them.
 	Logger *slog.Logger
 	// Version is reported by /healthz and in the OpenAPI document.
 	Version string
+	// StreamHeartbeat is how often an idle REST stream writes an SSE
+	// comment (default 15 s).
+	StreamHeartbeat time.Duration
 }
 
 // New returns the handler serving every HTTP surface of utcpd, configured
@@ -142,13 +162,13 @@ func newServer(opts Options) (*server, error) {
 	}
 	admin.New(admin.Options{
 		Gateway: opts.Gateway, MaxBodyBytes: opts.MaxBodyBytes, Timeout: min(admin.DefaultTimeout, opts.MaxTimeout),
-		Recorder: recorder, Logger: log,
+		Recorder: recorder, Reviews: opts.Reviews, Audit: opts.Audit, Logger: log,
 	}).Register(rt, adminAuth)
 
 	front.New(front.Options{
 		Gateway: opts.Gateway, MaxBodyBytes: opts.MaxBodyBytes,
 		DefaultTimeout: opts.DefaultTimeout, MaxTimeout: opts.MaxTimeout,
-		Tracker: tracker, Logger: log,
+		Tracker: tracker, Reviews: opts.Reviews, Heartbeat: opts.StreamHeartbeat, Logger: log,
 	}).Register(rt, httpx.RequireKeys(httpx.NewKeys(opts.APIKeys), "utcpd"))
 
 	health, _ := json.Marshal(map[string]string{"status": "ok", "version": opts.Version})
@@ -177,7 +197,38 @@ func newServer(opts Options) (*server, error) {
 		httpx.WriteRaw(w, http.StatusOK, "application/json", doc)
 	})
 
-	return &server{router: rt, handler: httpx.Recover(log)(rt)}, nil
+	// The MCP front answers JSON-RPC, not the envelope, so it sits beside
+	// the router rather than on it.
+	mo := opts.MCP
+	if mo.Gateway == nil && mo.Backend == nil {
+		mo.Gateway = opts.Gateway
+	}
+	if mo.APIKeys == nil {
+		mo.APIKeys = opts.APIKeys
+	}
+	if mo.CallTimeout == 0 {
+		mo.CallTimeout = opts.DefaultTimeout
+	}
+	if mo.MaxBodyBytes == 0 {
+		mo.MaxBodyBytes = opts.MaxBodyBytes
+	}
+	if mo.Tracker == nil && opts.Observer != nil {
+		mo.Tracker = opts.Observer
+	}
+	if mo.Logger == nil {
+		mo.Logger = log.With("front", mcpfront.FrontName)
+	}
+	if mo.Version == "" {
+		mo.Version = opts.Version
+	}
+	mcpFront, err := mcpfront.New(context.Background(), mo)
+	if err != nil {
+		return nil, fmt.Errorf("api: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle(mcpfront.Path, mcpFront.Handler())
+	mux.Handle("/", rt)
+	return &server{router: rt, handler: httpx.Recover(log)(mux)}, nil
 }
 
 //go:embed openapi.json

@@ -170,7 +170,7 @@ func loggableError(c utcp.Code) bool {
 	switch c {
 	case utcp.CodeTransportError, utcp.CodeTimeout, utcp.CodeCanceled, utcp.CodeToolNotFound,
 		utcp.CodeAmbiguousTool, utcp.CodeProtocolNotAllowed, utcp.CodeGuardDenied, utcp.CodeGuardError,
-		utcp.CodeReviewPending, utcp.CodeVariableNotFound, utcp.CodeUnavailable, utcp.CodePayloadTooLarge,
+		utcp.CodeReviewPending, utcp.CodeGuardReviewTimeout, utcp.CodeVariableNotFound, utcp.CodeUnavailable, utcp.CodePayloadTooLarge,
 		utcp.CodeUnsupported, utcp.CodeInternal:
 		return true
 	}

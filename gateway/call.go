@@ -1,14 +1,18 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"sync/atomic"
 	"time"
 
+	"github.com/utcpd/utcpd/gateway/audit"
 	"github.com/utcpd/utcpd/guard"
+	"github.com/utcpd/utcpd/guard/review"
 	"github.com/utcpd/utcpd/registry"
 	"github.com/utcpd/utcpd/transports"
 	"github.com/utcpd/utcpd/utcp"
@@ -34,6 +38,25 @@ type resolvedTemplate struct {
 type CallOptions struct {
 	// Principal names the authenticated caller, "" if anonymous.
 	Principal string
+	// Front names where the call came in ("rest", "mcp", "cli"), for the
+	// audit log and reviews.
+	Front string
+	// Timeout, when positive, is the call's deadline counted from the
+	// moment the guard chain allowed it: it bounds lookup, dispatch and
+	// post-processing but not the guards nor a wait for a human review
+	// (each guard is bounded by its own timeout, a review by the review
+	// timeout), so that a reviewed call is not cut by a deadline meant
+	// for its tool. A deadline on ctx bounds everything.
+	Timeout time.Duration
+	// NoWait, with Options.Reviews, parks a call that needs review
+	// instead of waiting for the decision: CallTool returns a
+	// *review.ParkedError at once, and the daemon dispatches the call
+	// once approved (the outcome is kept with the review). Streaming
+	// calls always wait.
+	NoWait bool
+
+	// approved is the review the daemon dispatches (DispatchApproved).
+	approved *review.Review
 }
 
 // prepared is a call that passed every check and is ready to dispatch.
@@ -54,37 +77,103 @@ type prepared struct {
 // result. A failure the tool reports is a *utcp.ToolError; every other
 // failure is an error with a utcp.Code.
 func (g *Gateway) CallTool(ctx context.Context, name string, args map[string]any, opts CallOptions) (*utcp.Result, error) {
-	rec := CallRecord{Tool: name, Principal: opts.Principal}
-	if g.opts.OnCall != nil {
+	res, _, err := g.call(ctx, name, args, opts)
+	return res, err
+}
+
+// call is CallTool, also reporting whether the call reached its
+// transport.
+func (g *Gateway) call(ctx context.Context, name string, args map[string]any, opts CallOptions) (*utcp.Result, bool, error) {
+	rec := CallRecord{Tool: name, Principal: opts.Principal, Front: opts.Front}
+	if g.recording() {
 		rec.Start = time.Now()
 	}
-	p, err := g.prepare(ctx, name, args, opts, &rec)
+	ctx, t := g.callContext(ctx, &rec, opts, opts.NoWait)
+	p, err := g.prepare(ctx, name, args, opts, &rec, t)
 	if err != nil {
-		return nil, g.finish(&rec, err)
+		return nil, false, g.finish(ctx, &rec, t, nil, err)
 	}
-	res, err := p.tr.CallTool(ctx, &p.call)
+	dctx := ctx
+	if opts.Timeout > 0 {
+		var cancel context.CancelFunc
+		dctx, cancel = context.WithTimeout(ctx, opts.Timeout)
+		defer cancel()
+	}
+	rec.Dispatched = true
+	res, err := p.tr.CallTool(dctx, &p.call)
 	p.state.calls.RUnlock()
 	if err != nil {
-		return nil, g.finish(&rec, fmt.Errorf("%s: %w", p.tool.Name, err))
+		return nil, true, g.finish(ctx, &rec, t, nil, fmt.Errorf("%s: %w", p.tool.Name, err))
 	}
 	if len(g.post) > 0 {
 		res = &utcp.Result{Value: g.postProcess(p.tool, res.Value)}
 	}
-	return res, g.finish(&rec, nil)
+	return res, true, g.finish(ctx, &rec, t, res, nil)
+}
+
+// DispatchApproved dispatches the call of an approved review for the
+// daemon (the review.Queue's Dispatcher): the caller who asked for it is
+// not waiting, because it asked not to (CallOptions.NoWait), went away,
+// or the daemon restarted since. The queue has claimed r (approved →
+// dispatching) and records the outcome DispatchApproved returns, so the
+// call is dispatched exactly once.
+//
+// The call goes through CallTool's checks again with the review's
+// principal and front, and with the approval attached to its
+// review.Ticket: the guard that asked for the review is answered by it
+// (no new review), while every other guard of the chain decides anew,
+// so a call parked with wait=false is judged by the same guards as one
+// whose caller waited (those after the reviewing guard run only once it
+// is approved). A review asked by another guard parks a follow-up review
+// and returns its *review.ParkedError. The tool is resolved again by
+// its requested name (it may have been re-registered meanwhile).
+// Dispatched reports whether the call reached its transport.
+func (g *Gateway) DispatchApproved(ctx context.Context, r *review.Review) (res *utcp.Result, dispatched bool, err error) {
+	var args map[string]any
+	if len(r.Arguments) > 0 {
+		dec := json.NewDecoder(bytes.NewReader(r.Arguments))
+		dec.UseNumber()
+		if err := dec.Decode(&args); err != nil {
+			return nil, false, utcp.Errorf(utcp.CodeInvalidArguments, "review %s: decoding the stored arguments: %w", r.ID, err)
+		}
+	}
+	return g.call(ctx, r.Tool, args, CallOptions{Principal: r.Principal, Front: r.Front, approved: r})
+}
+
+// recording reports whether calls are recorded (metrics or audit).
+func (g *Gateway) recording() bool { return g.opts.OnCall != nil || g.opts.Audit != nil }
+
+// callContext attaches the call's guard trace (when audited) and review
+// ticket (with a review queue) to ctx.
+func (g *Gateway) callContext(ctx context.Context, rec *CallRecord, opts CallOptions, noWait bool) (context.Context, *review.Ticket) {
+	if g.opts.Audit != nil {
+		ctx = guard.WithTrace(ctx, &rec.trace)
+	}
+	if g.opts.Reviews == nil {
+		return ctx, nil
+	}
+	t := &review.Ticket{Front: opts.Front, NoWait: noWait, CallTimeout: opts.Timeout, Approved: opts.approved}
+	return review.WithTicket(ctx, t), t
 }
 
 // CallToolStreaming calls a tool once as a stream. A transport that cannot
 // stream yields its single result as one event. The same checks as
 // CallTool run before dispatch. Close the stream when done.
 func (g *Gateway) CallToolStreaming(ctx context.Context, name string, args map[string]any, opts CallOptions) (transports.Stream, error) {
-	rec := CallRecord{Tool: name, Principal: opts.Principal, Stream: true}
-	if g.opts.OnCall != nil {
+	rec := &CallRecord{Tool: name, Principal: opts.Principal, Stream: true, Front: opts.Front}
+	if g.recording() {
 		rec.Start = time.Now()
 	}
-	p, err := g.prepare(ctx, name, args, opts, &rec)
+	ctx, t := g.callContext(ctx, rec, opts, false)
+	p, err := g.prepare(ctx, name, args, opts, rec, t)
 	if err != nil {
-		return nil, g.finish(&rec, err)
+		return nil, g.finish(ctx, rec, t, nil, err)
 	}
+	cancel := context.CancelFunc(func() {})
+	if opts.Timeout > 0 {
+		ctx, cancel = context.WithTimeout(ctx, opts.Timeout)
+	}
+	rec.Dispatched = true
 	var stream transports.Stream
 	if st, ok := p.tr.(transports.Streamer); ok {
 		stream, err = st.CallToolStream(ctx, &p.call)
@@ -96,13 +185,14 @@ func (g *Gateway) CallToolStreaming(ctx context.Context, name string, args map[s
 		}
 	}
 	if err != nil {
+		cancel()
 		p.state.calls.RUnlock()
-		return nil, g.finish(&rec, fmt.Errorf("%s: %w", p.tool.Name, err))
+		return nil, g.finish(ctx, rec, t, nil, fmt.Errorf("%s: %w", p.tool.Name, err))
 	}
-	return &gatewayStream{g: g, p: p, inner: stream, rec: rec}, nil
+	return &gatewayStream{g: g, p: p, inner: stream, rec: rec, ticket: t, cancel: cancel}, nil
 }
 
-func (g *Gateway) prepare(ctx context.Context, name string, args map[string]any, opts CallOptions, rec *CallRecord) (*prepared, error) {
+func (g *Gateway) prepare(ctx context.Context, name string, args map[string]any, opts CallOptions, rec *CallRecord, t *review.Ticket) (*prepared, error) {
 	tool, resolveErr := g.reg.Resolve(name)
 	p := &prepared{}
 	gc := &p.gc
@@ -121,8 +211,9 @@ func (g *Gateway) prepare(ctx context.Context, name string, args map[string]any,
 		v = guard.Verdict{Decision: guard.Error, Reason: err.Error()}
 	}
 	rec.Verdict = v
+	rec.Steps = rec.trace.Steps
 	if v.Decision != guard.Allow {
-		return nil, guard.Denied(v)
+		return nil, t.Denied(v)
 	}
 	if resolveErr != nil {
 		return nil, resolveErr
@@ -187,24 +278,66 @@ func (g *Gateway) postProcess(tool *registry.Tool, v any) any {
 	return v
 }
 
-func (g *Gateway) finish(rec *CallRecord, err error) error {
+// finish records a finished call: the outcome of the review it claimed,
+// the audit record and the OnCall record. It returns err.
+func (g *Gateway) finish(ctx context.Context, rec *CallRecord, t *review.Ticket, res *utcp.Result, err error) error {
+	if t != nil && t.Claimed {
+		var cerr error
+		if !rec.Dispatched && ctx.Err() != nil {
+			// The caller went away between the approval and the
+			// dispatch: the daemon runs the approved call instead.
+			cerr = g.opts.Reviews.Release(ctx, t.ID)
+		} else {
+			cerr = g.opts.Reviews.Complete(ctx, t.ID, res, rec.Dispatched, err)
+		}
+		if cerr != nil {
+			g.log.Error("recording the outcome of a reviewed call", "review_id", t.ID, "err", cerr)
+		}
+	}
+	if !g.recording() {
+		return err
+	}
+	rec.Err = err
+	rec.Code = utcp.CodeOf(err)
+	rec.Duration = time.Since(rec.Start)
+	rec.ReviewID = t.ReviewID()
+	if g.opts.Audit != nil {
+		g.opts.Audit.Append(auditRecord(rec))
+	}
 	if g.opts.OnCall != nil {
-		rec.Err = err
-		rec.Code = utcp.CodeOf(err)
-		rec.Duration = time.Since(rec.Start)
 		g.opts.OnCall(rec)
 	}
 	return err
 }
 
+// auditRecord converts rec to its audit record.
+func auditRecord(rec *CallRecord) audit.Record {
+	r := audit.Record{
+		Time: rec.Start, Front: rec.Front, Principal: rec.Principal,
+		Tool: rec.Tool, Qualified: rec.Qualified, Protocol: rec.Protocol,
+		Decision: string(rec.Verdict.Decision), Guard: rec.Verdict.Guard, Reason: rec.Verdict.Reason,
+		Dispatched: rec.Dispatched, Outcome: "ok", Duration: rec.Duration, ReviewID: rec.ReviewID, Stream: rec.Stream,
+		Steps: make([]audit.Step, len(rec.Steps)),
+	}
+	if rec.Code != "" {
+		r.Outcome = string(rec.Code)
+	}
+	for i, s := range rec.Steps {
+		r.Steps[i] = audit.Step{Guard: s.Guard, Decision: string(s.Decision), Reason: s.Reason, Review: s.Review}
+	}
+	return r
+}
+
 // gatewayStream applies post-processing to each event, records the call
 // when the stream ends, and releases the manual when closed.
 type gatewayStream struct {
-	g     *Gateway
-	p     *prepared
-	inner transports.Stream
-	rec   CallRecord
-	done  atomic.Bool
+	g      *Gateway
+	p      *prepared
+	inner  transports.Stream
+	rec    *CallRecord
+	ticket *review.Ticket
+	cancel context.CancelFunc
+	done   atomic.Bool
 }
 
 func (s *gatewayStream) Recv() (*utcp.Event, error) {
@@ -235,7 +368,8 @@ func (s *gatewayStream) end(err error) {
 		return
 	}
 	s.p.state.calls.RUnlock()
-	_ = s.g.finish(&s.rec, err)
+	s.cancel()
+	_ = s.g.finish(context.Background(), s.rec, s.ticket, nil, err)
 }
 
 // SearchTools returns up to limit tools matching query, scored by tags and

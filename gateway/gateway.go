@@ -19,7 +19,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/utcpd/utcpd/gateway/audit"
 	"github.com/utcpd/utcpd/guard"
+	"github.com/utcpd/utcpd/guard/review"
 	"github.com/utcpd/utcpd/manuals"
 	"github.com/utcpd/utcpd/registry"
 	"github.com/utcpd/utcpd/transports"
@@ -48,6 +50,17 @@ type Options struct {
 	// OnCall, when set, is called once after every call with its record
 	// (metrics, audit). It must be fast and must not block.
 	OnCall func(*CallRecord)
+	// Audit, when set, receives the audit record of every call, whichever
+	// front it came through. Append must not block (an *audit.Writer
+	// queues it for a background writer).
+	Audit Auditor
+	// Reviews, when set, is the review queue that Guard's chain uses as
+	// its approver (guard.WithApprover): each call then carries a
+	// review.Ticket (front, whether to wait, dispatch deadline), a call
+	// that claimed an approved review records its outcome there, and a
+	// review's fate maps to its error (guard_review_timeout,
+	// review_pending with the review_id, a *review.ParkedError).
+	Reviews *review.Queue
 	// Store persists manuals registered with Source "api"; nil persists
 	// nothing. Restore registers what it holds.
 	Store registry.Store
@@ -67,6 +80,22 @@ type CallRecord struct {
 	Start     time.Time
 	Duration  time.Duration
 	Stream    bool
+	// Front is where the call came in (CallOptions.Front).
+	Front string
+	// Steps are the guard chain's decisions (recorded when Audit is set).
+	Steps []guard.Step
+	// Dispatched reports that the call reached its tool's transport.
+	Dispatched bool
+	// ReviewID names the call's review, "" if none.
+	ReviewID string
+
+	trace guard.Trace
+}
+
+// Auditor receives audit records. *audit.Writer is one.
+type Auditor interface {
+	// Append takes one record; it must return at once.
+	Append(audit.Record)
 }
 
 // Gateway is the UTCP client as a service. Create it with New.
@@ -92,6 +121,7 @@ type Gateway struct {
 	transports map[string]transports.Transport
 	closed     bool
 	regLock    sync.Mutex // serialises name checks and registry updates
+	watch      watchers   // Subscribe's functions (watch.go)
 }
 
 // New returns a Gateway.

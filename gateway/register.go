@@ -180,6 +180,7 @@ func (g *Gateway) RegisterManual(ctx context.Context, raw json.RawMessage, opts 
 	for _, w := range res.Warnings {
 		g.log.Warn("registering manual", "manual", name, "warning", w)
 	}
+	g.changed()
 	if old != nil {
 		g.retire(old)
 	}
@@ -261,6 +262,7 @@ func (g *Gateway) DeregisterManual(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
+	g.changed()
 	g.retire(old)
 	return nil
 }

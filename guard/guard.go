@@ -22,6 +22,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/utcpd/utcpd/utcp"
@@ -166,6 +167,14 @@ func WithApprover(a Approver) Option { return func(c *Chain) { c.approver = a } 
 // (the default) waits as long as the call's context allows.
 func WithReviewTimeout(d time.Duration) Option { return func(c *Chain) { c.reviewTimeout = d } }
 
+// WithGuardTimeout bounds each guard's evaluation (not the wait for an
+// approval). A guard gets a context with that deadline and, should it
+// ignore its context and hang, the chain stops waiting for it at the
+// deadline and answers an error verdict naming it; the guard's goroutine
+// is abandoned. 0 (the default) runs guards inline, bounded only by the
+// call's context.
+func WithGuardTimeout(d time.Duration) Option { return func(c *Chain) { c.guardTimeout = d } }
+
 // Chain runs guards in order. It is itself a Guard, safe for concurrent
 // use and immutable after NewChain.
 //
@@ -182,13 +191,21 @@ func WithReviewTimeout(d time.Duration) Option { return func(c *Chain) { c.revie
 //     nor deny gives an error verdict. One that does not answer before the
 //     review deadline or the call's context ends gives a Review verdict
 //     (approval pending), which does not run the call either.
+//   - An approver that parks the call (ErrParked) or whose review expired
+//     (ErrReviewExpired) gives a Review verdict as well.
+//   - With WithGuardTimeout, a guard that does not answer in time gives an
+//     error verdict naming it.
 //   - A context that ends before a guard runs gives an error verdict.
 //   - When every guard allows, the verdict is the last guard's allow.
+//
+// When the context carries a Trace (WithTrace), every guard's verdict and
+// every approver's answer is appended to it, in order.
 type Chain struct {
 	guards        []Named
 	bypass        map[string]struct{}
 	approver      Approver
 	reviewTimeout time.Duration
+	guardTimeout  time.Duration
 }
 
 var _ Guard = (*Chain)(nil)
@@ -225,18 +242,21 @@ func (c *Chain) Evaluate(ctx context.Context, call *Call) (Verdict, error) {
 		return Verdict{Decision: Allow, Reason: "no guards configured"}, nil
 	}
 	var last Verdict
+	tr := TraceFrom(ctx)
 	for _, g := range c.guards {
 		if err := ctx.Err(); err != nil {
 			return Verdict{Decision: Error, Guard: g.Name,
 				Reason: fmt.Sprintf("call abandoned before guard %q ran: %v", g.Name, err)}, nil
 		}
-		v := runGuard(ctx, g, call)
+		v := c.run(ctx, g, call)
+		tr.add(v, false)
 		switch v.Decision {
 		case Allow:
 			last = v
 			continue
 		case Review:
 			v = c.review(ctx, call, v)
+			tr.add(v, true)
 			if v.Decision == Allow {
 				last = v
 				continue
@@ -259,6 +279,34 @@ func (c *Chain) bypasses(call *Call) bool {
 		return ok
 	}
 	return false
+}
+
+// run evaluates one guard, inline or, with a guard timeout, in a
+// goroutine the chain stops waiting for at the deadline.
+func (c *Chain) run(ctx context.Context, g Named, call *Call) Verdict {
+	if c.guardTimeout <= 0 {
+		return runGuard(ctx, g, call)
+	}
+	gctx, cancel := context.WithTimeout(ctx, c.guardTimeout)
+	defer cancel()
+	done := make(chan Verdict, 1)
+	go func() { done <- runGuard(gctx, g, call) }()
+	select {
+	case v := <-done:
+		return v
+	case <-gctx.Done():
+	}
+	select {
+	case v := <-done: // it answered just in time (never Allow: runGuard checks)
+		return v
+	default:
+	}
+	if err := ctx.Err(); err != nil {
+		return Verdict{Decision: Error, Guard: g.Name,
+			Reason: fmt.Sprintf("call abandoned while guard %q ran: %v", g.Name, err)}
+	}
+	return Verdict{Decision: Error, Guard: g.Name,
+		Reason: fmt.Sprintf("guard %q did not answer within %v", g.Name, c.guardTimeout)}
 }
 
 // runGuard evaluates one guard, turning its failures into error verdicts
@@ -300,7 +348,9 @@ func runGuard(ctx context.Context, g Named, call *Call) (v Verdict) {
 
 func qualify(name, inner string) string {
 	switch {
-	case inner == "" || inner == name:
+	case inner == "" || inner == name || strings.HasSuffix(name, ":"+inner):
+		// The daemon names guards "<index>:<kind>"; a guard naming
+		// itself by its kind adds nothing.
 		return name
 	case name == "":
 		return inner
@@ -322,6 +372,9 @@ func (c *Chain) review(ctx context.Context, call *Call, v Verdict) Verdict {
 		defer cancel()
 	}
 	av, err := approve(rctx, c.approver, call, v)
+	if err != nil && (errors.Is(err, ErrParked) || errors.Is(err, ErrReviewExpired)) {
+		return Verdict{Decision: Review, Guard: v.Guard, Details: v.Details, Reason: err.Error() + " (" + v.Reason + ")"}
+	}
 	if cerr := rctx.Err(); cerr != nil {
 		// Late or missing answer: never act on it.
 		reason := "review not decided in time"
@@ -360,6 +413,61 @@ func approve(ctx context.Context, a Approver, call *Call, v Verdict) (av Verdict
 		}
 	}()
 	return a.Approve(ctx, call, v)
+}
+
+// ErrParked is the error an Approver returns, wrapped, when it parked the
+// call to be decided later instead of waiting (an asynchronous review):
+// the chain stops with a Review verdict whose reason is the error's text,
+// so the approver should name the review in it.
+var ErrParked = errors.New("call parked for review")
+
+// ErrReviewExpired is the error an Approver returns, wrapped, when the
+// review expired without a decision: the chain stops with a Review
+// verdict whose reason is the error's text.
+var ErrReviewExpired = errors.New("review expired undecided")
+
+// Step is one decision taken while a Chain evaluated a call: a guard's
+// verdict or, with Review set, an approver's answer to the review the
+// step before asked for (as the chain judged it: allow, deny, error, or
+// review when no answer came).
+type Step struct {
+	// Guard names the guard (as in Verdict.Guard).
+	Guard string
+	// Decision is the guard's or the approver's decision.
+	Decision Decision
+	// Reason is the verdict's reason; it never holds secrets.
+	Reason string
+	// Review marks an approver's answer.
+	Review bool
+}
+
+// Trace collects the Steps of the evaluations of one call. Attach it to a
+// context with WithTrace; a Chain appends to the Trace it finds there. A
+// Trace is not safe for concurrent use: give each call its own.
+type Trace struct {
+	// Steps are the decisions in the order they were taken.
+	Steps []Step
+}
+
+func (t *Trace) add(v Verdict, review bool) {
+	if t != nil {
+		t.Steps = append(t.Steps, Step{Guard: v.Guard, Decision: v.Decision, Reason: v.Reason, Review: review})
+	}
+}
+
+type traceKey struct{}
+
+// WithTrace returns a copy of ctx carrying t, for the Chain evaluating a
+// call to record its steps in.
+func WithTrace(ctx context.Context, t *Trace) context.Context {
+	return context.WithValue(ctx, traceKey{}, t)
+}
+
+// TraceFrom returns the Trace ctx carries, nil if none. Its methods are
+// nil-safe where the Chain uses them.
+func TraceFrom(ctx context.Context) *Trace {
+	t, _ := ctx.Value(traceKey{}).(*Trace)
+	return t
 }
 
 // Denied returns the error a caller reports for a verdict that does not

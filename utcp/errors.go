@@ -30,6 +30,7 @@ const (
 	CodeGuardDenied        Code = "guard_denied"         // a guard denied the call
 	CodeGuardError         Code = "guard_error"          // a guard could not decide (fail closed)
 	CodeReviewPending      Code = "review_pending"       // a guard asked for review and none came
+	CodeGuardReviewTimeout Code = "guard_review_timeout" // the review expired undecided; the call did not run
 	CodeToolError          Code = "tool_error"           // the tool itself reported a failure
 	CodeTransportError     Code = "transport_error"      // the call could not be carried
 	CodeTimeout            Code = "timeout"              // the deadline passed
@@ -50,7 +51,7 @@ func Codes() []Code {
 		CodeInvalidRequest, CodeInvalidConfig, CodeInvalidManual, CodeInvalidTemplate,
 		CodeManualExists, CodeManualNotFound, CodeManualReadOnly, CodeDiscoveryFailed, CodeVariableNotFound,
 		CodeToolNotFound, CodeAmbiguousTool, CodeInvalidArguments, CodeProtocolNotAllowed,
-		CodeGuardDenied, CodeGuardError, CodeReviewPending, CodeToolError, CodeTransportError,
+		CodeGuardDenied, CodeGuardError, CodeReviewPending, CodeGuardReviewTimeout, CodeToolError, CodeTransportError,
 		CodeTimeout, CodeCanceled, CodeUnsupported, CodePayloadTooLarge, CodeUnauthorized, CodeForbidden,
 		CodeNotFound, CodeMethodNotAllowed, CodeUnavailable, CodeInternal,
 	}

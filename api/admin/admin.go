@@ -10,6 +10,11 @@
 //	DELETE /admin/manuals/{name}            deregister → 204
 //	POST   /admin/manuals/{name}/refresh    discover again, replace atomically
 //	GET    /admin/manuals/{name}/variables  required variables and whether each resolves
+//	GET    /admin/reviews                   calls awaiting review (?status=pending|...|all), arguments redacted
+//	GET    /admin/reviews/{id}              one review
+//	POST   /admin/reviews/{id}/approve      approve ({"note": "..."} optional); the call runs once
+//	POST   /admin/reviews/{id}/deny         deny ({"note": "..."} optional); the call never runs
+//	GET    /admin/audit                     the audit log, newest first (?tool= &decision= &outcome= &since= &before= &limit=)
 //
 // Manuals registered here have source "api" and are persisted by the
 // gateway's store. Manuals from the configuration file (source "config")
@@ -29,6 +34,8 @@ import (
 
 	"github.com/utcpd/utcpd/api/httpx"
 	"github.com/utcpd/utcpd/gateway"
+	"github.com/utcpd/utcpd/gateway/audit"
+	"github.com/utcpd/utcpd/guard/review"
 	"github.com/utcpd/utcpd/registry"
 	"github.com/utcpd/utcpd/utcp"
 )
@@ -54,6 +61,12 @@ type Options struct {
 	Timeout time.Duration
 	// Recorder, when set, counts registrations.
 	Recorder Recorder
+	// Reviews, when set, serves /admin/reviews; without it those routes
+	// answer not_found.
+	Reviews *review.Queue
+	// Audit, when set, serves /admin/audit; without it that route
+	// answers not_found.
+	Audit audit.Store
 	// Logger receives internal errors; nil discards them.
 	Logger *slog.Logger
 }
@@ -65,12 +78,15 @@ type Handler struct {
 	maxBody  int64
 	timeout  time.Duration
 	recorder Recorder
+	reviews  *review.Queue
+	audit    audit.Store
 	log      *slog.Logger
 }
 
 // New returns the admin handlers for opts.
 func New(opts Options) *Handler {
-	h := &Handler{g: opts.Gateway, maxBody: opts.MaxBodyBytes, timeout: opts.Timeout, recorder: opts.Recorder, log: opts.Logger}
+	h := &Handler{g: opts.Gateway, maxBody: opts.MaxBodyBytes, timeout: opts.Timeout, recorder: opts.Recorder,
+		reviews: opts.Reviews, audit: opts.Audit, log: opts.Logger}
 	if h.maxBody <= 0 {
 		h.maxBody = httpx.DefaultMaxBodyBytes
 	}
@@ -97,6 +113,11 @@ func (h *Handler) Register(rt *httpx.Router, wrap func(http.Handler) http.Handle
 	handle("DELETE /admin/manuals/{name}", h.delete)
 	handle("POST /admin/manuals/{name}/refresh", h.refresh)
 	handle("GET /admin/manuals/{name}/variables", h.variables)
+	handle("GET /admin/reviews", h.listReviews)
+	handle("GET /admin/reviews/{id}", h.getReview)
+	handle("POST /admin/reviews/{id}/approve", h.approveReview)
+	handle("POST /admin/reviews/{id}/deny", h.denyReview)
+	handle("GET /admin/audit", h.listAudit)
 }
 
 // RegisterResponse is the answer to a registration, replacement or

@@ -7,17 +7,26 @@
 //	GET  /v1/tools/{name}          one tool, with its auth metadata
 //	POST /v1/tools/{name}/call     call once: {"arguments": {...}} → {"result": ..., "is_error": bool}
 //	POST /v1/tools/{name}/stream   call as a stream: text/event-stream of chunk events, then end or error
+//	GET  /v1/reviews/{id}          a parked call's review: its status and, once it ran, its result
 //
 // A failure the tool itself reports is a completed call: 200 with
 // "is_error": true and the tool's error value (or message) as the result.
 // Every other failure is an envelope with the status httpx.Status gives
 // its code. The call's deadline is ?timeout= (a Go duration such as
-// "5s"), capped by Options.MaxTimeout, default Options.DefaultTimeout; a
-// caller that disconnects cancels the backend call.
+// "5s"), capped by Options.MaxTimeout, default Options.DefaultTimeout,
+// counted from the moment the guard chain allowed the call (a wait for a
+// human review is bounded by the review timeout instead); a caller that
+// disconnects cancels the backend call.
+//
+// Human review: when a guard asks for review, the request waits for the
+// decision (up to the review timeout: then 403 guard_review_timeout, and
+// nothing ran). With ?wait=false on /call it returns 202 {"review_id"} at
+// once instead; once the review is approved the daemon runs the call and
+// GET /v1/reviews/{id} reports the outcome and result. A caller sees only
+// the reviews of its own calls (same API key).
 package front
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -30,6 +39,7 @@ import (
 
 	"github.com/utcpd/utcpd/api/httpx"
 	"github.com/utcpd/utcpd/gateway"
+	"github.com/utcpd/utcpd/guard/review"
 	"github.com/utcpd/utcpd/utcp"
 )
 
@@ -64,9 +74,19 @@ type Options struct {
 	DefaultTimeout, MaxTimeout time.Duration
 	// Tracker, when set, counts calls in flight.
 	Tracker CallTracker
+	// Reviews, when set, serves GET /v1/reviews/{id}; without it that
+	// route answers not_found.
+	Reviews *review.Queue
+	// Heartbeat is how often a stream with no event to send writes an SSE
+	// comment line, so proxies keep the connection and a caller that went
+	// away is noticed (default DefaultHeartbeat).
+	Heartbeat time.Duration
 	// Logger receives internal errors; nil discards them.
 	Logger *slog.Logger
 }
+
+// DefaultHeartbeat is the interval of the comment heartbeats on streams.
+const DefaultHeartbeat = 15 * time.Second
 
 // Handler serves the REST front. Create it with New and mount it with
 // Register.
@@ -76,13 +96,18 @@ type Handler struct {
 	defTimeout time.Duration
 	maxTimeout time.Duration
 	tracker    CallTracker
+	reviews    *review.Queue
+	heartbeat  time.Duration
 	log        *slog.Logger
 }
 
 // New returns the REST front for opts.
 func New(opts Options) *Handler {
 	h := &Handler{g: opts.Gateway, maxBody: opts.MaxBodyBytes, defTimeout: opts.DefaultTimeout,
-		maxTimeout: opts.MaxTimeout, tracker: opts.Tracker, log: opts.Logger}
+		maxTimeout: opts.MaxTimeout, tracker: opts.Tracker, reviews: opts.Reviews, heartbeat: opts.Heartbeat, log: opts.Logger}
+	if h.heartbeat <= 0 {
+		h.heartbeat = DefaultHeartbeat
+	}
 	if h.maxBody <= 0 {
 		h.maxBody = httpx.DefaultMaxBodyBytes
 	}
@@ -110,6 +135,7 @@ func (h *Handler) Register(rt *httpx.Router, wrap func(http.Handler) http.Handle
 	handle("GET /v1/tools/{name}", h.tool)
 	handle("POST /v1/tools/{name}/call", h.call)
 	handle("POST /v1/tools/{name}/stream", h.stream)
+	handle("GET /v1/reviews/{id}", h.review)
 }
 
 // Tool is a tool as the front shows it. Inputs and Outputs are JSON
@@ -256,19 +282,28 @@ func (h *Handler) prepare(w http.ResponseWriter, r *http.Request) (time.Duration
 }
 
 func (h *Handler) call(w http.ResponseWriter, r *http.Request) {
+	wait, err := waitParam(r)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
 	d, args, err := h.prepare(w, r)
 	if err != nil {
 		h.fail(w, r, err)
 		return
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), d)
-	defer cancel()
 	if h.tracker != nil {
 		h.tracker.CallStarted()
 		defer h.tracker.CallFinished()
 	}
-	res, err := h.g.CallTool(ctx, r.PathValue("name"), args, gateway.CallOptions{Principal: httpx.Principal(r.Context())})
+	res, err := h.g.CallTool(r.Context(), r.PathValue("name"), args,
+		gateway.CallOptions{Principal: httpx.Principal(r.Context()), Front: FrontName, Timeout: d, NoWait: !wait})
 	if err != nil {
+		var parked *review.ParkedError
+		if !wait && errors.As(err, &parked) {
+			writeParked(w, parked)
+			return
+		}
 		if te := toolError(err); te != nil {
 			writeResult(w, toolErrorValue(te), true)
 			return
@@ -329,42 +364,77 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), d)
-	defer cancel()
 	if h.tracker != nil {
 		h.tracker.CallStarted()
 		defer h.tracker.CallFinished()
 	}
-	st, err := h.g.CallToolStreaming(ctx, r.PathValue("name"), args, gateway.CallOptions{Principal: httpx.Principal(r.Context())})
+	st, err := h.g.CallToolStreaming(r.Context(), r.PathValue("name"), args,
+		gateway.CallOptions{Principal: httpx.Principal(r.Context()), Front: FrontName, Timeout: d})
 	if err != nil && toolError(err) == nil {
 		// Refused or not carried before anything streamed: a plain
 		// envelope with its status.
 		h.fail(w, r, err)
 		return
 	}
-	deadline, _ := ctx.Deadline()
-	sse := newSSE(w, deadline)
+	// The call's deadline started when the guard chain allowed it.
+	sse := newSSE(w, time.Now().Add(d))
 	if err != nil {
 		h.streamError(sse, r, err)
 		return
 	}
 	defer st.Close()
+	// A pump goroutine receives events one at a time and hands each over
+	// unbuffered, so a slow caller holds the backend back (backpressure)
+	// while this loop still writes heartbeats and notices the caller
+	// leaving.
+	type item struct {
+		ev  *utcp.Event
+		err error
+	}
+	items := make(chan item)
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		for {
+			ev, err := st.Recv()
+			select {
+			case items <- item{ev, err}:
+			case <-done:
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	tick := time.NewTicker(h.heartbeat)
+	defer tick.Stop()
 	for {
-		ev, err := st.Recv()
-		if errors.Is(err, io.EOF) {
+		var it item
+		select {
+		case it = <-items:
+		case <-tick.C:
+			if !sse.comment("heartbeat") {
+				return // the client went away; Close cancels the call
+			}
+			continue
+		case <-r.Context().Done():
+			return // the client went away; Close cancels the call
+		}
+		if errors.Is(it.err, io.EOF) {
 			sse.event(eventEnd, "", []byte("{}"))
 			return
 		}
-		if err != nil {
-			h.streamError(sse, r, err)
+		if it.err != nil {
+			h.streamError(sse, r, it.err)
 			return
 		}
-		data, err := json.Marshal(ev.Data)
+		data, err := json.Marshal(it.ev.Data)
 		if err != nil {
 			h.streamError(sse, r, fmt.Errorf("encoding an event: %w", err))
 			return
 		}
-		if !sse.event(eventChunk, ev.ID, data) {
+		if !sse.event(eventChunk, it.ev.ID, data) {
 			return // the client went away; Close cancels the call
 		}
 	}
@@ -416,6 +486,23 @@ func (s *sseWriter) event(name, id string, data []byte) bool {
 	b = append(b, "\n\n"...)
 	s.buf = b
 	if _, err := s.w.Write(b); err != nil {
+		s.err = err
+		return false
+	}
+	if err := s.rc.Flush(); err != nil {
+		s.err = err
+		return false
+	}
+	return true
+}
+
+// comment writes an SSE comment line (": text") and flushes it. It reports
+// false once writing has failed.
+func (s *sseWriter) comment(text string) bool {
+	if s.err != nil {
+		return false
+	}
+	if _, err := io.WriteString(s.w, ": "+text+"\n\n"); err != nil {
 		s.err = err
 		return false
 	}

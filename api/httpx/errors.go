@@ -42,6 +42,7 @@ var statusOf = map[utcp.Code]int{
 	utcp.CodeGuardDenied:        http.StatusForbidden,
 	utcp.CodeGuardError:         http.StatusForbidden,
 	utcp.CodeReviewPending:      http.StatusForbidden,
+	utcp.CodeGuardReviewTimeout: http.StatusForbidden,
 	utcp.CodeToolError:          http.StatusBadGateway,
 	utcp.CodeTransportError:     http.StatusBadGateway,
 	utcp.CodeTimeout:            http.StatusGatewayTimeout,
@@ -61,7 +62,7 @@ var statusOf = map[utcp.Code]int{
 //
 //	400 invalid_request invalid_template invalid_arguments
 //	401 unauthorized
-//	403 forbidden protocol_not_allowed guard_denied guard_error review_pending
+//	403 forbidden protocol_not_allowed guard_denied guard_error review_pending guard_review_timeout
 //	404 not_found manual_not_found tool_not_found
 //	405 method_not_allowed
 //	409 manual_exists manual_read_only ambiguous_tool
@@ -76,8 +77,12 @@ var statusOf = map[utcp.Code]int{
 //
 // guard_error is 403, not 502: the call was refused (fail closed), and a
 // retry is refused the same way until the guard recovers. review_pending
-// is 403, not 202: the call was not dispatched and will not be without a
-// new request. tool_error appears as an envelope only where a tool's
+// is 403, not 202: the call was not dispatched in this request (its
+// details name the review_id, which GET /v1/reviews/{id} reports on; a
+// call parked with ?wait=false is the 202 answer, not this error).
+// guard_review_timeout is 403, not 408 or 504: the review expired
+// undecided, the call did not run and never will, and clients that retry
+// 408 automatically would only queue the same review again. tool_error appears as an envelope only where a tool's
 // failure cannot be reported as a result (REST calls answer it as 200
 // with "is_error": true). An unknown code is 500.
 func Status(c utcp.Code) int {

@@ -21,7 +21,7 @@ func TestStatusCoversEveryCode(t *testing.T) {
 	want := map[utcp.Code]int{
 		utcp.CodeToolNotFound: 404, utcp.CodeAmbiguousTool: 409, utcp.CodeInvalidArguments: 400,
 		utcp.CodeProtocolNotAllowed: 403, utcp.CodeGuardDenied: 403, utcp.CodeGuardError: 403,
-		utcp.CodeReviewPending: 403, utcp.CodeVariableNotFound: 500, utcp.CodeTransportError: 502,
+		utcp.CodeReviewPending: 403, utcp.CodeGuardReviewTimeout: 403, utcp.CodeVariableNotFound: 500, utcp.CodeTransportError: 502,
 		utcp.CodeTimeout: 504, utcp.CodePayloadTooLarge: 413, utcp.CodeUnauthorized: 401,
 		utcp.CodeInvalidRequest: 400, utcp.CodeNotFound: 404, utcp.CodeMethodNotAllowed: 405,
 		utcp.CodeManualExists: 409, utcp.CodeManualNotFound: 404, utcp.CodeInvalidTemplate: 400,

@@ -62,14 +62,15 @@ code and message are printed, e.g. "utcpd: tool_not_found: ...").`,
 					return err
 				}
 			} else {
-				g, err := tf.open(cmd)
+				g, done, err := tf.openAudited(cmd, true)
 				if err != nil {
 					return err
 				}
+				defer done()
 				defer g.Close()
 				ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
 				defer cancel()
-				res, err := g.CallTool(ctx, args[0], callArgs, gateway.CallOptions{Principal: "cli"})
+				res, err := g.CallTool(ctx, args[0], callArgs, gateway.CallOptions{Principal: "cli", Front: "cli"})
 				var te *utcp.ToolError
 				switch {
 				case errors.As(err, &te) && utcp.CodeOf(err) == utcp.CodeToolError:

@@ -57,6 +57,9 @@ It exits 0 when the file is usable, 2 when it has errors.`,
 			s := defaultSettings()
 			gw := applyGatewaySection(&s, cfg.Gateway, args[0], data, cfg.Dir, strict)
 			gwps := append(gw.errs, gw.warnings...)
+			if p := validateGuards(cfg, &s, args[0], data); p != nil {
+				gwps = append(gwps, *p)
+			}
 			slices.SortStableFunc(gwps, func(a, b manuals.Problem) int { return cmp.Compare(a.Line, b.Line) })
 			ps = append(ps, gwps...)
 			for _, p := range ps {

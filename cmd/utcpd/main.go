@@ -7,6 +7,7 @@
 //	utcpd tools list|search|show     inspect tools (daemon or in-process)
 //	utcpd manuals list|show|add|rm|refresh   manage a daemon's manuals
 //	utcpd config validate FILE       check a configuration file
+//	utcpd mcp                        serve the tools to an MCP client over stdio
 //	utcpd version                    print versions
 //
 // Exit codes: 0 success; 1 the command failed (the error is printed);
@@ -117,7 +118,7 @@ func newRootCmd() *cobra.Command {
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
 		return &exitError{code: exitUsage, err: err}
 	})
-	root.AddCommand(newServeCmd(), newCallCmd(), newToolsCmd(), newManualsCmd(), newConfigCmd(), newVersionCmd())
+	root.AddCommand(newServeCmd(), newCallCmd(), newToolsCmd(), newManualsCmd(), newConfigCmd(), newVersionCmd(), newMCPCmd())
 	markFailures(root)
 	return root
 }

@@ -20,7 +20,11 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/utcpd/utcpd/api"
+	"github.com/utcpd/utcpd/api/mcpfront"
 	"github.com/utcpd/utcpd/gateway"
+	"github.com/utcpd/utcpd/gateway/audit"
+	"github.com/utcpd/utcpd/guard"
+	"github.com/utcpd/utcpd/guard/review"
 	"github.com/utcpd/utcpd/manuals"
 	"github.com/utcpd/utcpd/registry"
 	"github.com/utcpd/utcpd/registry/memstore"
@@ -44,6 +48,7 @@ func newServeCmd() *cobra.Command {
   /admin/...   admin API: register, list, replace, refresh and remove manuals
                (bearer admin token; without one, loopback clients only)
   /v1/...      REST front: list, search and call tools (API keys when set)
+  /mcp         MCP front, Streamable HTTP (same API keys; docs/mcp.md)
   /healthz /readyz /metrics /openapi.json
 
 Manuals come from four places: the store in --data-dir (manuals registered
@@ -61,8 +66,24 @@ optional "gateway" section:
     "data_dir": "/var/lib/utcpd",    "manuals_dir": "manuals",
     "max_body_bytes": 4194304,       "default_timeout": "30s",
     "max_timeout": "5m",             "shutdown_timeout": "15s",
-    "log_format": "text",            "log_level": "info"
+    "log_format": "text",            "log_level": "info",
+    "guards": [{"kind": "policy", ...}, {"kind": "webhook", "secret": "${GUARD_HMAC}", ...}],
+    "bypass_tools": ["health.ping"], "guard_timeout": "10s",
+    "review_timeout": "10m",         "audit_retention": "720h",
+    "allowed_origins": ["https://app.example.com"]
   }
+
+allowed_origins are the browser origins (Origin header) /mcp accepts besides
+loopback ones (http or https on localhost, 127.0.0.0/8, [::1]); a request from
+any other origin is refused with 403; "*" accepts every origin.
+
+guards is the guard chain, run in order on every call before dispatch (each
+entry's kind names a registered guard kind; ${VAR} in it resolves like a
+manual's variables, without namespace; an entry that does not load refuses to
+start, exit 2, naming gateway.guards[i]); bypass_tools are exact tool names
+that skip it. A review verdict parks the call for a decision through the admin
+API (/admin/reviews) for up to review_timeout; every call is recorded in the
+audit log (/admin/audit), kept for audit_retention.
 
 Relative paths in it are relative to the configuration file. Settings apply in
 the order flags > environment (UTCPD_LISTEN, UTCPD_ADMIN_TOKEN, UTCPD_API_KEYS
@@ -84,7 +105,9 @@ the log says why.
 
 SIGHUP re-reads the configuration file (variables, manual call templates: new
 ones register, removed ones deregister, changed ones and those whose variables
-changed are discovered again; the gateway section, post_processing and
+changed are discovered again; the guard chain, bypass_tools and guard_timeout
+are rebuilt, a chain that fails to load keeping the last good one; the rest of
+the gateway section, post_processing and
 tool_search_strategy need a restart) and every file of the folder, and retries
 the manuals that failed to register. An error keeps the last good
 configuration serving. SIGTERM or
@@ -193,6 +216,9 @@ type daemon struct {
 	g        *gateway.Gateway
 	store    registry.Store
 	observer *api.Observer
+	guards   *guard.Holder // the gateway's guard; SIGHUP swaps the chain
+	reviews  *review.Queue // the chain's approver
+	audit    *audit.Writer // the audit log's writer
 
 	// reloadMu serialises configuration reloads and folder scans.
 	reloadMu sync.Mutex
@@ -284,6 +310,12 @@ func (d *daemon) run(ctx context.Context, stdout io.Writer, loopback bool) error
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
 
+	// The guard chain: a chain that does not load refuses to start.
+	named, err := loadGuards(guard.Default, s.Guards, d.vars.Load(), log.With("component", "guard"))
+	if err != nil {
+		return &exitError{code: exitUsage, err: guardProblem(d.conf.path, err)}
+	}
+
 	// The store.
 	if s.DataDir == "" {
 		log.Warn("no data dir: manuals registered through the admin API are kept in memory only and lost at exit")
@@ -302,10 +334,22 @@ func (d *daemon) run(ctx context.Context, stdout io.Writer, loopback bool) error
 		}
 	}()
 
+	// Reviews and the audit log live in the same store.
+	reviewStore, auditStore := guardStores(d.store)
+	d.reviews = review.NewQueue(reviewStore, review.Options{Timeout: s.reviewTimeout(), DispatchTimeout: s.DefaultTimeout,
+		Retention: s.auditRetention(), Logger: log.With("component", "reviews")})
+	d.audit = audit.NewWriter(auditStore, audit.WriterOptions{Retention: s.auditRetention(), Logger: log.With("component", "audit")})
+	defer d.closeAudit()
+	registerAuditMetrics(d.audit)
+	d.guards = guard.NewHolder(newChain(named, s, d.reviews, s.reviewTimeout()))
+
 	// The gateway and the HTTP handler.
 	obs := api.NewObserver(log.With("component", "calls"), nil)
 	d.observer = obs
 	g, err := gateway.New(gateway.Options{
+		Guard:             d.guards,
+		Reviews:           d.reviews,
+		Audit:             d.audit,
 		Transports:        transports.Default,
 		Variables:         d.vars.Load(),
 		PostProcessors:    postProcessors(d.conf.cfg),
@@ -324,6 +368,7 @@ func (d *daemon) run(ctx context.Context, stdout io.Writer, loopback bool) error
 			log.Error("closing the transports", "err", err)
 		}
 	}()
+	defer d.closeReviews()
 	handler, err := api.New(api.Options{
 		Gateway:        g,
 		AdminToken:     s.AdminToken,
@@ -333,6 +378,9 @@ func (d *daemon) run(ctx context.Context, stdout io.Writer, loopback bool) error
 		MaxTimeout:     s.MaxTimeout,
 		Ready:          d.readiness,
 		Observer:       obs,
+		Reviews:        d.reviews,
+		Audit:          auditStore,
+		MCP:            mcpfront.Options{AllowedOrigins: s.AllowedOrigins},
 		Logger:         log.With("component", "api"),
 		Version:        versionString(),
 	})
@@ -473,6 +521,7 @@ func (d *daemon) start(ctx context.Context) {
 	}
 	d.ready.Store(true)
 	log.Info("ready", "manuals", len(d.g.Manuals()), "took", time.Since(t0).Round(time.Millisecond))
+	d.reviews.Start(d.g.DispatchApproved) // approved reviews find their tools now
 	if d.dir != nil {
 		d.dir.watch(ctx, dirPollInterval, func() func() { d.reloadMu.Lock(); return d.reloadMu.Unlock }, d.vars.Load)
 	}
@@ -514,6 +563,7 @@ func (d *daemon) reload(ctx context.Context) {
 			d.conf = dc
 			d.vars.Store(dc.vars)
 			d.g.SetVariables(dc.vars)
+			d.reloadGuards(dc)
 			st := d.confSet.sync(ctx, configWanted(dc.cfg), dc.vars, true)
 			log.Info("configuration reloaded", "config", dc.path, "added", st.added, "replaced", st.replaced,
 				"removed", st.removed, "failed", st.failed, "unchanged", st.unchanged)
@@ -535,7 +585,7 @@ func (d *daemon) noteRestartOnly(next *daemonConfig) {
 		return
 	}
 	var changed []string
-	if !bytes.Equal(prev.Gateway, cur.Gateway) {
+	if restartOnlyGatewayChanged(prev.Gateway, cur.Gateway) {
 		changed = append(changed, "gateway")
 	}
 	if !reflect.DeepEqual(prev.PostProcessors, cur.PostProcessors) {

@@ -61,12 +61,26 @@ type settings struct {
 	ShutdownTimeout time.Duration
 	LogFormat       string
 	LogLevel        string
+
+	// The guard chain, human review and audit log (guards.go). Zero
+	// values mean the defaults.
+	Guards         json.RawMessage // the gateway.guards array, unresolved
+	BypassTools    []string
+	GuardTimeout   time.Duration
+	ReviewTimeout  time.Duration
+	AuditRetention time.Duration
+
+	// AllowedOrigins are the browser origins /mcp accepts besides the
+	// loopback ones (gateway.allowed_origins).
+	AllowedOrigins []string
 }
 
 // gatewayKeys are the keys of the configuration's gateway section.
 var gatewayKeys = []string{
 	"listen", "admin_token", "api_keys", "data_dir", "manuals_dir", "max_body_bytes",
 	"default_timeout", "max_timeout", "shutdown_timeout", "log_format", "log_level",
+	"guards", "bypass_tools", "guard_timeout", "review_timeout", "audit_retention",
+	"allowed_origins",
 }
 
 // defaultSettings returns the built-in defaults.
@@ -178,6 +192,13 @@ func applyGatewaySection(s *settings, raw json.RawMessage, file string, data []b
 			} else {
 				bad("must be a string")
 			}
+		case "allowed_origins":
+			var origins []string
+			if json.Unmarshal(v, &origins) != nil {
+				bad("must be an array of origins such as \"https://app.example.com\" (or \"*\")")
+				break
+			}
+			s.AllowedOrigins = nonEmpty(origins)
 		case "api_keys":
 			var keys []string
 			if json.Unmarshal(v, &keys) != nil {
@@ -230,6 +251,10 @@ func applyGatewaySection(s *settings, raw json.RawMessage, file string, data []b
 				s.LogFormat = str
 			} else {
 				s.LogLevel = str
+			}
+		case "guards", "bypass_tools", "guard_timeout", "review_timeout", "audit_retention":
+			if msg := applyGuardSetting(s, key, v); msg != "" {
+				bad("%s", msg)
 			}
 		default:
 			p := problem(key, "unknown field %q in the gateway section", key)

@@ -61,6 +61,15 @@ func (f *targetFlags) remote(cmd *cobra.Command) (*client, error) {
 
 // open loads the configuration and registers its manuals in-process.
 func (f *targetFlags) open(cmd *cobra.Command) (*gateway.Gateway, error) {
+	g, _, err := f.openAudited(cmd, false)
+	return g, err
+}
+
+// openAudited is open that, when audited, also records the gateway's
+// calls in the audit log of the daemon's data directory (front "cli")
+// when that directory already holds a store. Call done when finished
+// with the gateway (after closing it).
+func (f *targetFlags) openAudited(cmd *cobra.Command, audited bool) (g *gateway.Gateway, done func(), err error) {
 	path := f.config
 	if !cmd.Flags().Changed("config") {
 		if v := os.Getenv(envConfig); v != "" {
@@ -69,9 +78,23 @@ func (f *targetFlags) open(cmd *cobra.Command) (*gateway.Gateway, error) {
 	}
 	cfg, err := loadConfig(path, f.strict, cmd.ErrOrStderr())
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return newGateway(cmd.Context(), cfg, discardLogger(), cmd.ErrOrStderr())
+	done = func() {}
+	var auditor gateway.Auditor
+	if audited {
+		auditor, done = cliAuditor(cmd.Context(), cfg, cmd.ErrOrStderr())
+	}
+	if auditor == nil {
+		g, err = newGateway(cmd.Context(), cfg, discardLogger(), cmd.ErrOrStderr())
+	} else {
+		g, err = newGatewayWith(cmd.Context(), cfg, discardLogger(), cmd.ErrOrStderr(), auditor)
+	}
+	if err != nil {
+		done()
+		return nil, nil, err
+	}
+	return g, done, nil
 }
 
 // describe formats an error for the terminal: "code: message" for an

@@ -35,11 +35,25 @@ func loadConfig(path string, strict bool, warn io.Writer) (*manuals.Config, erro
 // newGateway builds a gateway from cfg and registers its manuals. Manuals
 // that fail to register are reported to warn; the others serve.
 func newGateway(ctx context.Context, cfg *manuals.Config, log *slog.Logger, warn io.Writer) (*gateway.Gateway, error) {
+	return newGatewayWith(ctx, cfg, log, warn, nil)
+}
+
+// newGatewayWith is newGateway with the configuration's guard chain
+// (without an approver: a review verdict denies) and an auditor (nil:
+// none). A guard chain that does not load is an exitUsage error naming
+// the entry.
+func newGatewayWith(ctx context.Context, cfg *manuals.Config, log *slog.Logger, warn io.Writer, auditor gateway.Auditor) (*gateway.Gateway, error) {
 	vars, err := manuals.NewResolver(cfg, manuals.ResolverOptions{})
 	if err != nil {
 		return nil, &exitError{code: exitUsage, err: err}
 	}
+	chain, err := cliChain(cfg, vars, log)
+	if err != nil {
+		return nil, &exitError{code: exitUsage, err: err}
+	}
 	g, err := gateway.New(gateway.Options{
+		Guard:             chain,
+		Audit:             auditor,
 		Transports:        transports.Default,
 		Variables:         vars,
 		PostProcessors:    cfg.PostProcessors,

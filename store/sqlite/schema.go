@@ -26,11 +26,40 @@ var migrations = [...][]string{
 		refreshed_at  INTEGER,
 		updated_at    INTEGER
 	)`},
+	// 2: the reviews table (guard/review.Store). data is the JSON encoding
+	// of the review, the source of truth; status and the times are copied
+	// out of it for the indexes and the compare-and-swap. Times are Unix
+	// nanoseconds; finished_at is the creation time until the review
+	// reaches a final status.
+	{`CREATE TABLE reviews (
+		id          TEXT PRIMARY KEY,
+		status      TEXT NOT NULL,
+		created_at  INTEGER NOT NULL,
+		finished_at INTEGER NOT NULL,
+		data        BLOB NOT NULL
+	)`,
+		`CREATE INDEX reviews_status ON reviews (status, created_at, id)`,
+		`CREATE INDEX reviews_finished ON reviews (finished_at)`},
+	// 3: the audit log (gateway/audit.Store), one row per call. data is
+	// the JSON encoding of the record; the filtered columns are copied
+	// out of it. time is the call's start in Unix nanoseconds.
+	{`CREATE TABLE audit (
+		id        INTEGER PRIMARY KEY AUTOINCREMENT,
+		time      INTEGER NOT NULL,
+		tool      TEXT NOT NULL,
+		qualified TEXT NOT NULL,
+		decision  TEXT NOT NULL,
+		outcome   TEXT NOT NULL,
+		data      BLOB NOT NULL
+	)`,
+		`CREATE INDEX audit_time ON audit (time)`,
+		`CREATE INDEX audit_tool ON audit (tool, id)`,
+		`CREATE INDEX audit_qualified ON audit (qualified, id)`},
 }
 
 // SchemaVersion is the schema version this package writes: the number of
 // migrations it knows.
-const SchemaVersion = 1
+const SchemaVersion = 3
 
 // Both differences must be non-negative: SchemaVersion == len(migrations).
 const _ = uint(SchemaVersion-len(migrations)) + uint(len(migrations)-SchemaVersion)

@@ -1,0 +1,250 @@
+package mcpfront
+
+import (
+	"context"
+	"encoding/json"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/utcpd/utcpd/api/httpx"
+	"github.com/utcpd/utcpd/utcp"
+)
+
+// Header names the front reads.
+const (
+	headerProtocolVersion = "Mcp-Protocol-Version"
+	headerSessionID       = "Mcp-Session-Id"
+	headerMethod          = "Mcp-Method"
+)
+
+// firstStatelessVersion is the first protocol revision served
+// statelessly (SEP-2575).
+const firstStatelessVersion = "2026-07-28"
+
+// corsAllowHeaders are the request headers a browser client may send.
+const corsAllowHeaders = "Authorization, Content-Type, Accept, Last-Event-ID, Mcp-Session-Id, Mcp-Protocol-Version, Mcp-Method, Mcp-Name"
+
+// initHTTP builds the SDK's two handlers and the auth bridge.
+func (s *Server) initHTTP() {
+	get := func(*http.Request) *mcp.Server { return s.mcp }
+	idle := s.opts.SessionIdleTimeout
+	if idle < 0 {
+		idle = 0
+	}
+	sdkLog := s.log.With("component", "mcp-http")
+	// The event store lets a 2025-11-25 client resume an interrupted SSE
+	// stream (Last-Event-ID, with a priming event first); it keeps the
+	// newest 10 MiB of events across sessions.
+	s.stateful = mcp.NewStreamableHTTPHandler(get, &mcp.StreamableHTTPOptions{
+		EventStore:          mcp.NewMemoryEventStore(nil),
+		SessionTimeout:      idle,
+		MaxRequestBodyBytes: s.opts.MaxBodyBytes,
+		Logger:              sdkLog,
+	})
+	s.stateless = mcp.NewStreamableHTTPHandler(get, &mcp.StreamableHTTPOptions{
+		Stateless:                    true,
+		MaxRequestBodyBytes:          s.opts.MaxBodyBytes,
+		PropagateRequestCancellation: true,
+		Logger:                       sdkLog,
+	})
+	// The SDK binds a session to the TokenInfo.UserID that opened it and
+	// hands the TokenInfo to tool handlers: serveHTTP has checked the key
+	// already, this only records its principal.
+	verify := func(_ context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {
+		p, ok := s.keys.Match(token)
+		if !ok {
+			return nil, auth.ErrInvalidToken
+		}
+		return &auth.TokenInfo{UserID: p}, nil
+	}
+	s.authed = auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})
+}
+
+// Handler returns the Streamable HTTP endpoint (mount it at Path; it
+// serves POST, GET, DELETE and OPTIONS, and refuses other methods with
+// 405): Origin check and CORS, API-key
+// check, session limit, then the SDK's handler for the request's
+// protocol revision.
+func (s *Server) Handler() http.Handler { return http.HandlerFunc(s.serveHTTP) }
+
+func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	switch r.Method {
+	case http.MethodPost, http.MethodGet, http.MethodDelete, http.MethodOptions:
+	default:
+		w.Header().Set("Allow", "GET, POST, DELETE, OPTIONS")
+		writeHTTPError(w, http.StatusMethodNotAllowed, utcp.CodeMethodNotAllowed, "Method Not Allowed: use POST, GET, DELETE or OPTIONS")
+		return
+	}
+	if origin := r.Header.Get("Origin"); origin != "" {
+		if !s.originAllowed(origin) {
+			writeHTTPError(w, http.StatusForbidden, utcp.CodeForbidden,
+				"Forbidden: origin "+strconv.Quote(origin)+" is not allowed (gateway.allowed_origins)")
+			return
+		}
+		h := w.Header()
+		h.Set("Access-Control-Allow-Origin", origin)
+		h.Set("Access-Control-Expose-Headers", "Mcp-Session-Id, Mcp-Protocol-Version, WWW-Authenticate")
+		h.Add("Vary", "Origin")
+		if r.Method == http.MethodOptions {
+			h.Set("Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS")
+			h.Set("Access-Control-Allow-Headers", corsAllowHeaders)
+			h.Set("Access-Control-Max-Age", "600")
+		}
+	}
+	if r.Method == http.MethodOptions {
+		w.Header().Set("Allow", "GET, POST, DELETE, OPTIONS")
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	if s.keys.Len() > 0 {
+		tok, ok := httpx.BearerToken(r)
+		if !ok {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="utcpd"`)
+			writeHTTPError(w, http.StatusUnauthorized, utcp.CodeUnauthorized, `Unauthorized: this endpoint needs "Authorization: Bearer <API key>"`)
+			return
+		}
+		if _, ok := s.keys.Match(tok); !ok {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="utcpd", error="invalid_token"`)
+			writeHTTPError(w, http.StatusUnauthorized, utcp.CodeUnauthorized, "Unauthorized: the bearer token is not a valid API key")
+			return
+		}
+		s.authed(http.HandlerFunc(s.route)).ServeHTTP(w, r)
+		return
+	}
+	s.route(w, r)
+}
+
+// route hands r to the stateless handler (2026-07-28 and later) or the
+// session handler, admitting new sessions and listen streams only below
+// the limit.
+func (s *Server) route(w http.ResponseWriter, r *http.Request) {
+	if v := r.Header.Get(headerProtocolVersion); v >= firstStatelessVersion {
+		if r.Method == http.MethodPost && r.Header.Get(headerMethod) == "subscriptions/listen" {
+			if !s.admit(true) {
+				s.refuseSession(w)
+				return
+			}
+			defer s.release(true)
+		}
+		s.stateless.ServeHTTP(w, r)
+		return
+	}
+	if r.Method == http.MethodPost && r.Header.Get(headerSessionID) == "" {
+		if !s.admit(false) {
+			s.refuseSession(w)
+			return
+		}
+		defer s.release(false)
+	}
+	s.stateful.ServeHTTP(w, r)
+}
+
+// admit reserves room for a new session (or listen stream). A request
+// still creating a session counts until its handler returns, although
+// its session may already be open (counted twice for a moment), so at
+// the limit admit waits briefly for such requests to finish before it
+// refuses.
+func (s *Server) admit(listen bool) bool {
+	max := s.opts.MaxSessions
+	deadline := time.Now().Add(admitWait)
+	for {
+		s.sessMu.Lock()
+		if max <= 0 || s.openSessions()+s.admitting+s.listens < max {
+			if listen {
+				s.listens++
+			} else {
+				s.admitting++
+			}
+			s.sessMu.Unlock()
+			return true
+		}
+		busy := s.admitting > 0
+		s.sessMu.Unlock()
+		if !busy || time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// admitWait bounds admit's wait for session-creating requests to end.
+const admitWait = 250 * time.Millisecond
+
+// release ends a reservation: a created session then counts among the
+// server's sessions; a listen stream has ended.
+func (s *Server) release(listen bool) {
+	s.sessMu.Lock()
+	defer s.sessMu.Unlock()
+	if listen {
+		s.listens--
+	} else {
+		s.admitting--
+	}
+}
+
+// openSessions counts the server's sessions that have an id (stateful
+// HTTP sessions; stateless requests use ephemeral sessions without one).
+func (s *Server) openSessions() int {
+	n := 0
+	for ss := range s.mcp.Sessions() {
+		if ss.ID() != "" {
+			n++
+		}
+	}
+	return n
+}
+
+// Sessions returns the number of open HTTP sessions and listen streams.
+func (s *Server) Sessions() int {
+	s.sessMu.Lock()
+	defer s.sessMu.Unlock()
+	return s.openSessions() + s.listens
+}
+
+func (s *Server) refuseSession(w http.ResponseWriter) {
+	w.Header().Set("Retry-After", "10")
+	writeHTTPError(w, http.StatusServiceUnavailable, utcp.CodeUnavailable,
+		"Service Unavailable: too many open MCP sessions (limit "+strconv.Itoa(s.opts.MaxSessions)+"); end idle sessions or retry later")
+}
+
+// originAllowed reports whether a browser origin may use the endpoint:
+// a loopback origin, or one of Options.AllowedOrigins.
+func (s *Server) originAllowed(origin string) bool {
+	o := normalOrigin(origin)
+	if s.anyOrig || s.origins[o] {
+		return true
+	}
+	u, err := url.Parse(o)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return false
+	}
+	host := strings.TrimSuffix(u.Hostname(), ".")
+	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// writeHTTPError writes a JSON-RPC error without an id, as the MCP
+// transport allows for HTTP-level refusals, with the utcpd code in data.
+func writeHTTPError(w http.ResponseWriter, status int, code utcp.Code, message string) {
+	data, _ := json.Marshal(map[string]any{"code": code, "details": map[string]any{}})
+	body, _ := json.Marshal(map[string]any{
+		"jsonrpc": "2.0",
+		"id":      nil,
+		"error":   &jsonrpc.Error{Code: -32000, Message: message, Data: data},
+	})
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(body, '\n'))
+}

@@ -1,0 +1,390 @@
+// Package mcpfront is utcpd's MCP front: it serves every registered tool
+// to Model Context Protocol clients, over Streamable HTTP (Handler, the
+// daemon mounts it at /mcp) and over stdio (Run with an mcp.StdioTransport,
+// "utcpd mcp").
+//
+// Every call goes through the same path as the REST front: the Backend's
+// CallTool (gateway.CallTool for an in-process gateway), so the same guard
+// chain, allowed_communication_protocols check, argument validation, audit
+// record and metrics apply. Calls carry CallOptions{Front: "mcp"} and the
+// principal of the API key that authenticated the request.
+//
+// # Protocol versions
+//
+// The front speaks what github.com/modelcontextprotocol/go-sdk v1.8.0
+// speaks: the initialize-handshake revisions (2024-11-05, 2025-03-26,
+// 2025-06-18, 2025-11-25) with sessions (Mcp-Session-Id, a GET stream for
+// notifications, DELETE to end a session), and the stateless 2026-07-28
+// revision (server/discover, per-request _meta, subscriptions/listen). A
+// request whose MCP-Protocol-Version header is 2026-07-28 or later is
+// served statelessly; every other request by the session handler.
+//
+// # Tools
+//
+// tools/list pages (Options.PageSize) through every tool of the Backend.
+// A tool's MCP name is its qualified name (manual.tool), which fits the
+// MCP name rule [A-Za-z0-9_.-]{1,128}; a name that does not fit is
+// sanitised (each other character becomes '_') and suffixed with '_' and 8
+// hex digits of the qualified name's SHA-256, so distinct tools never
+// share a name; the front keeps the map back to the qualified name, which
+// every tool also carries in _meta["utcpd/qualified_name"]. With
+// Options.ShortNames a tool is listed under its name without the manual
+// prefix while no other tool has that name. The input schema is the tool's
+// (an object schema; a schema without "type" gets "type": "object"), the
+// output schema is listed when it is an object schema, an empty description
+// is replaced by one naming the tool, and the tags read_only, destructive,
+// idempotent and open_world become the matching annotations (the MCP client
+// transport turns annotations into these tags). notifications/tools/
+// list_changed is sent when the tool set changes (Backend.Subscribe).
+//
+// # Calls and errors
+//
+// A result that is a JSON object is structuredContent plus a text block
+// holding its JSON; a string is a text block; any other value is a text
+// block holding its JSON; null is no content. A request with a
+// progressToken is called through CallToolStreaming: every event is a
+// notifications/progress (progress 1, 2, 3, ...; the event's data, cut to
+// 200 bytes, as the message) and the result collects the events (one event:
+// as above; several: one text block each).
+//
+// A failure the tool reports (*utcp.ToolError) is an isError result whose
+// text is the tool's message. Gateway failures follow the MCP rule that
+// errors a model can act on are results and protocol problems are JSON-RPC
+// errors:
+//
+//	JSON-RPC -32602  unknown tool (the SDK), tool_not_found, ambiguous_tool,
+//	                 invalid_request, arguments that are not a JSON object,
+//	                 invalid_arguments for clients on 2025-06-18 or older
+//	JSON-RPC -32603  internal (message hidden, logged), canceled
+//	isError result   tool_error (the tool's message), invalid_arguments
+//	                 (2025-11-25 and later, SEP-1303), guard_denied,
+//	                 guard_error, review_pending, guard_review_timeout,
+//	                 protocol_not_allowed, timeout, transport_error and
+//	                 every other code, as "<code>: <message>"
+//
+// A JSON-RPC error's data is {"code": "<utcpd code>", "details": {...}}.
+//
+// # HTTP security
+//
+// Requests with an Origin header are refused with 403 unless the origin
+// is a loopback origin (http or https on localhost, 127.0.0.0/8 or [::1],
+// any port) or listed in Options.AllowedOrigins ("*" allows every origin);
+// allowed origins get CORS headers and OPTIONS preflights are answered.
+// The SDK's DNS-rebinding check refuses a non-loopback Host header on a
+// loopback listener (403). With Options.APIKeys every request needs
+// "Authorization: Bearer <key>" (401 otherwise, with a WWW-Authenticate
+// challenge), a session is bound to the key that opened it, and the key's
+// principal is the calls' principal. At most Options.MaxSessions sessions
+// (and 2026-07-28 subscriptions/listen streams) are open at once: a new one
+// beyond that is refused with 503; a session without a request for
+// Options.SessionIdleTimeout is closed. HTTP errors of the front are
+// JSON-RPC error objects without an id, data.code naming the utcpd code.
+package mcpfront
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/utcpd/utcpd/api/httpx"
+	"github.com/utcpd/utcpd/gateway"
+	"github.com/utcpd/utcpd/transports"
+	"github.com/utcpd/utcpd/utcp"
+)
+
+// Defaults and names of the MCP front.
+const (
+	// Path is where the daemon mounts the Streamable HTTP endpoint.
+	Path = "/mcp"
+	// FrontName is the CallOptions.Front of every call made through the
+	// front (audit records, reviews).
+	FrontName = "mcp"
+	// DefaultCallTimeout is a call's deadline when Options.CallTimeout is
+	// zero (MCP requests carry no deadline of their own).
+	DefaultCallTimeout = 30 * time.Second
+	// DefaultPageSize is the number of tools per tools/list page.
+	DefaultPageSize = 100
+	// DefaultMaxSessions caps open sessions when Options.MaxSessions is 0.
+	DefaultMaxSessions = 256
+	// DefaultSessionIdleTimeout closes a session without requests for
+	// this long when Options.SessionIdleTimeout is 0.
+	DefaultSessionIdleTimeout = 30 * time.Minute
+	// DefaultServerName is the serverInfo name when Options.Name is empty.
+	DefaultServerName = "utcpd"
+)
+
+// Backend is what the front serves: the tool set and the calls. A
+// *gateway.Gateway is one through GatewayBackend; "utcpd mcp --connect"
+// implements it over a daemon's REST front. Its methods must be safe for
+// concurrent use.
+type Backend interface {
+	// Tools returns every tool, names qualified (manual.tool).
+	Tools(ctx context.Context) ([]*utcp.Tool, error)
+	// CallTool calls a tool once, as gateway.Gateway.CallTool: a failure
+	// the tool reports is a *utcp.ToolError, every other failure carries
+	// a utcp.Code.
+	CallTool(ctx context.Context, name string, args map[string]any, opts gateway.CallOptions) (*utcp.Result, error)
+	// CallToolStreaming calls a tool once as a stream, as
+	// gateway.Gateway.CallToolStreaming.
+	CallToolStreaming(ctx context.Context, name string, args map[string]any, opts gateway.CallOptions) (transports.Stream, error)
+	// Subscribe calls fn after the tool set may have changed, until
+	// cancel is called; fn must not block.
+	Subscribe(fn func()) (cancel func())
+}
+
+// GatewayBackend returns g as a Backend.
+func GatewayBackend(g *gateway.Gateway) Backend { return gatewayBackend{g} }
+
+type gatewayBackend struct{ *gateway.Gateway }
+
+func (b gatewayBackend) Tools(context.Context) ([]*utcp.Tool, error) { return b.ListTools(), nil }
+
+// CallTracker is told when a call starts and ends (the in-flight gauge;
+// api.Observer is one). Its methods must be fast and safe for concurrent
+// use.
+type CallTracker interface {
+	// CallStarted is called when a call starts.
+	CallStarted()
+	// CallFinished is called when that call has ended.
+	CallFinished()
+}
+
+// Options configure New. Gateway or Backend is required; every other
+// field has a default.
+type Options struct {
+	// Gateway serves the tools (shorthand for Backend:
+	// GatewayBackend(Gateway)).
+	Gateway *gateway.Gateway
+	// Backend serves the tools when Gateway is nil.
+	Backend Backend
+	// Name and Version are the serverInfo (default DefaultServerName and
+	// "").
+	Name, Version string
+	// Instructions are sent to clients at initialization.
+	Instructions string
+	// CallTimeout is every call's deadline (default DefaultCallTimeout),
+	// counted as the REST front counts ?timeout=.
+	CallTimeout time.Duration
+	// PageSize is the number of tools per tools/list page (default
+	// DefaultPageSize).
+	PageSize int
+	// ShortNames lists a tool under its name without the manual prefix
+	// while no other tool has that name (and the name fits the MCP rule),
+	// else under its qualified name. A tool may then be renamed when
+	// another manual adds a tool of the same name (clients are sent
+	// list_changed).
+	ShortNames bool
+	// Principal is the principal of calls that no API key authenticated
+	// (stdio, or HTTP without APIKeys); "" is anonymous.
+	Principal string
+
+	// APIKeys, when non-empty, are the bearer tokens HTTP requests need
+	// (the REST front's keys). An empty key is an error.
+	APIKeys []string
+	// AllowedOrigins are the Origin header values accepted besides the
+	// loopback origins, compared case-insensitively without a trailing
+	// slash ("https://app.example.com"); "*" accepts every origin.
+	AllowedOrigins []string
+	// MaxSessions caps the HTTP sessions open at once (default
+	// DefaultMaxSessions; negative: no cap).
+	MaxSessions int
+	// SessionIdleTimeout closes an HTTP session without requests for
+	// this long (default DefaultSessionIdleTimeout; negative: never).
+	SessionIdleTimeout time.Duration
+	// MaxBodyBytes caps HTTP request bodies (default
+	// httpx.DefaultMaxBodyBytes).
+	MaxBodyBytes int64
+	// Tracker, when set, counts calls in flight.
+	Tracker CallTracker
+	// Logger receives sync failures and internal errors; nil discards
+	// them.
+	Logger *slog.Logger
+}
+
+// Server is the MCP front. Create it with New, serve it with Handler or
+// Run, and Close it when done.
+type Server struct {
+	opts    Options
+	backend Backend
+	log     *slog.Logger
+	mcp     *mcp.Server
+	keys    *httpx.Keys
+	origins map[string]bool
+	anyOrig bool
+
+	// The tool set as published to the SDK server.
+	syncMu sync.Mutex
+	tools  map[string]published // MCP name → tool
+
+	// Following the Backend: a change starts one syncing goroutine,
+	// which runs until no change is pending, so nothing runs between
+	// changes.
+	life        context.Context
+	endLife     context.CancelFunc
+	followMu    sync.Mutex
+	pending     bool // a change arrived since the last sync started
+	syncing     bool // a syncing goroutine runs
+	closed      bool
+	syncers     sync.WaitGroup
+	cancelWatch func()
+	closeOnce   sync.Once
+
+	stateful, stateless http.Handler
+	authed              func(http.Handler) http.Handler
+
+	sessMu    sync.Mutex
+	admitting int // new sessions being created now
+	listens   int // open subscriptions/listen streams
+}
+
+// published is one tool as the SDK server has it.
+type published struct {
+	qualified   string
+	fingerprint string
+}
+
+// New returns the MCP front for opts: it reads the Backend's tools once
+// (an error there is returned) and then follows its changes.
+func New(ctx context.Context, opts Options) (*Server, error) {
+	backend := opts.Backend
+	if opts.Gateway != nil {
+		backend = GatewayBackend(opts.Gateway)
+	}
+	if backend == nil {
+		return nil, errors.New("mcpfront: Options.Gateway or Options.Backend is required")
+	}
+	for _, k := range opts.APIKeys {
+		if k == "" {
+			return nil, errors.New("mcpfront: an API key is empty")
+		}
+	}
+	if opts.PageSize < 0 || opts.CallTimeout < 0 || opts.MaxBodyBytes < 0 {
+		return nil, errors.New("mcpfront: page size, call timeout and body limit must not be negative")
+	}
+	if opts.CallTimeout == 0 {
+		opts.CallTimeout = DefaultCallTimeout
+	}
+	if opts.PageSize == 0 {
+		opts.PageSize = DefaultPageSize
+	}
+	if opts.MaxSessions == 0 {
+		opts.MaxSessions = DefaultMaxSessions
+	}
+	if opts.SessionIdleTimeout == 0 {
+		opts.SessionIdleTimeout = DefaultSessionIdleTimeout
+	}
+	if opts.MaxBodyBytes == 0 {
+		opts.MaxBodyBytes = httpx.DefaultMaxBodyBytes
+	}
+	if opts.Name == "" {
+		opts.Name = DefaultServerName
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{
+		opts: opts, backend: backend, log: log,
+		keys:    httpx.NewKeys(opts.APIKeys),
+		origins: map[string]bool{},
+		tools:   map[string]published{},
+	}
+	s.life, s.endLife = context.WithCancel(context.Background())
+	for _, o := range opts.AllowedOrigins {
+		o = normalOrigin(o)
+		if o == "*" {
+			s.anyOrig = true
+		}
+		if o != "" {
+			s.origins[o] = true
+		}
+	}
+	s.mcp = mcp.NewServer(&mcp.Implementation{Name: opts.Name, Version: opts.Version}, &mcp.ServerOptions{
+		Instructions: opts.Instructions,
+		PageSize:     opts.PageSize,
+		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
+		Logger:       log.With("component", "mcp-sdk"),
+	})
+	if err := s.sync(ctx); err != nil {
+		s.endLife()
+		return nil, err
+	}
+	s.cancelWatch = backend.Subscribe(s.markDirty)
+	s.initHTTP()
+	return s, nil
+}
+
+// markDirty notes a change of the tool set and starts a syncing
+// goroutine unless one runs; it never blocks.
+func (s *Server) markDirty() {
+	s.followMu.Lock()
+	defer s.followMu.Unlock()
+	if s.closed {
+		return
+	}
+	s.pending = true
+	if s.syncing {
+		return
+	}
+	s.syncing = true
+	s.syncers.Add(1)
+	go s.follow()
+}
+
+// follow syncs the tool set until no change is pending.
+func (s *Server) follow() {
+	defer s.syncers.Done()
+	for {
+		s.followMu.Lock()
+		if !s.pending || s.closed {
+			s.syncing = false
+			s.followMu.Unlock()
+			return
+		}
+		s.pending = false
+		s.followMu.Unlock()
+		ctx, cancel := context.WithTimeout(s.life, time.Minute)
+		if err := s.sync(ctx); err != nil && s.life.Err() == nil {
+			s.log.Warn("MCP front: reading the tool set failed; the last one keeps serving", "err", err)
+		}
+		cancel()
+	}
+}
+
+// Run serves one MCP session over t (an mcp.StdioTransport for "utcpd
+// mcp") until the client disconnects or ctx ends.
+func (s *Server) Run(ctx context.Context, t mcp.Transport) error {
+	err := s.mcp.Run(ctx, t)
+	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
+
+// Close stops following the Backend and closes every open session. It is
+// idempotent.
+func (s *Server) Close() error {
+	s.closeOnce.Do(func() {
+		s.cancelWatch()
+		s.followMu.Lock()
+		s.closed = true
+		s.followMu.Unlock()
+		s.endLife()
+		s.syncers.Wait()
+		for ss := range s.mcp.Sessions() {
+			_ = ss.Close()
+		}
+	})
+	return nil
+}
+
+// normalOrigin lower-cases an origin and drops a trailing slash.
+func normalOrigin(o string) string {
+	return strings.TrimSuffix(strings.ToLower(strings.TrimSpace(o)), "/")
+}

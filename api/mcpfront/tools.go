@@ -1,0 +1,275 @@
+package mcpfront
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/utcpd/utcpd/utcp"
+)
+
+// MaxNameLength is the longest tool name the MCP name rule allows.
+const MaxNameLength = 128
+
+// MetaQualifiedName is the _meta key of every listed tool that holds its
+// qualified name (manual.tool).
+const MetaQualifiedName = "utcpd/qualified_name"
+
+// MetaTags is the _meta key that holds a tool's tags.
+const MetaTags = "utcpd/tags"
+
+// sync makes the SDK server's tool set the Backend's: new and changed
+// tools are added, gone ones removed. The SDK sends list_changed.
+func (s *Server) sync(ctx context.Context) error {
+	tools, err := s.backend.Tools(ctx)
+	if err != nil {
+		return fmt.Errorf("listing the tools: %w", err)
+	}
+	s.syncMu.Lock()
+	defer s.syncMu.Unlock()
+	names := Names(tools, s.opts.ShortNames)
+	next := make(map[string]published, len(tools))
+	for i, t := range tools {
+		name := names[i]
+		mt := MCPTool(name, t)
+		fp, err := json.Marshal(mt)
+		if err != nil {
+			s.log.Warn("MCP front: tool left out: its definition does not encode", "tool", t.Name, "err", err)
+			continue
+		}
+		pub := published{qualified: t.Name, fingerprint: string(fp)}
+		if old, ok := s.tools[name]; ok && old == pub {
+			next[name] = pub
+			continue
+		}
+		if err := s.addTool(mt, t.Name); err != nil {
+			s.log.Warn("MCP front: tool left out", "tool", t.Name, "err", err)
+			continue
+		}
+		next[name] = pub
+	}
+	var gone []string
+	for name := range s.tools {
+		if _, ok := next[name]; !ok {
+			gone = append(gone, name)
+		}
+	}
+	if len(gone) > 0 {
+		s.mcp.RemoveTools(gone...)
+	}
+	s.tools = next
+	return nil
+}
+
+// addTool adds or replaces one tool; the SDK panics on a definition it
+// refuses, which becomes an error.
+func (s *Server) addTool(t *mcp.Tool, qualified string) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("the MCP SDK refused it: %v", v)
+		}
+	}()
+	s.mcp.AddTool(t, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return s.call(ctx, req, qualified)
+	})
+	return nil
+}
+
+// ValidName reports whether name fits the MCP tool name rule: 1 to 128
+// characters, each one of A-Z a-z 0-9 _ - and '.'.
+func ValidName(name string) bool {
+	if name == "" || len(name) > MaxNameLength {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		if !validNameByte(name[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func validNameByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '.'
+}
+
+// Names returns the MCP name of each tool, in order: its qualified name
+// when it fits the MCP rule, else the name sanitised (each byte outside
+// the rule becomes '_', cut to leave room) with '_' and 8 hex digits of
+// the qualified name's SHA-256 appended. With short, a tool whose name
+// without the manual prefix is held by no other tool (and is no other
+// tool's qualified name) is listed under that shorter name. The names are
+// distinct and depend only on the tool set.
+func Names(tools []*utcp.Tool, short bool) []string {
+	out := make([]string, len(tools))
+	taken := make(map[string]bool, len(tools))
+	want := make([]string, len(tools))
+	for i, t := range tools {
+		want[i] = t.Name
+	}
+	if short {
+		qualified := make(map[string]bool, len(tools))
+		count := map[string]int{}
+		for _, t := range tools {
+			qualified[t.Name] = true
+			count[shortName(t.Name)]++
+		}
+		for i, t := range tools {
+			sn := shortName(t.Name)
+			if sn != t.Name && count[sn] == 1 && !qualified[sn] && ValidName(sn) {
+				want[i] = sn
+			}
+		}
+	}
+	// Valid names first, so that a mangled name never takes a valid
+	// one's place.
+	for i, w := range want {
+		if ValidName(w) && !taken[w] {
+			out[i] = w
+			taken[w] = true
+		}
+	}
+	for i, t := range tools {
+		if out[i] != "" {
+			continue
+		}
+		for n := 8; ; n += 8 {
+			name := mangle(t.Name, n)
+			if !taken[name] || n >= 64 {
+				out[i] = name
+				taken[name] = true
+				break
+			}
+		}
+	}
+	return out
+}
+
+// shortName is a qualified name without its manual (up to the first dot).
+func shortName(qualified string) string {
+	if _, rest, ok := strings.Cut(qualified, "."); ok && rest != "" {
+		return rest
+	}
+	return qualified
+}
+
+// mangle sanitises name and appends '_' and hexDigits hex digits of its
+// SHA-256, within MaxNameLength.
+func mangle(name string, hexDigits int) string {
+	sum := sha256.Sum256([]byte(name))
+	suffix := "_" + hex.EncodeToString(sum[:])[:hexDigits]
+	b := make([]byte, 0, len(name))
+	for i := 0; i < len(name); i++ {
+		if validNameByte(name[i]) {
+			b = append(b, name[i])
+		} else {
+			b = append(b, '_')
+		}
+	}
+	if len(b) > MaxNameLength-len(suffix) {
+		b = b[:MaxNameLength-len(suffix)]
+	}
+	return string(b) + suffix
+}
+
+var objectSchema = json.RawMessage(`{"type":"object"}`)
+
+// MCPTool returns the MCP definition of t listed as name: its description
+// (or one naming it), its input schema as an object schema, its output
+// schema when that is an object schema, annotations from its tags, and
+// its qualified name and tags in _meta.
+func MCPTool(name string, t *utcp.Tool) *mcp.Tool {
+	desc := t.Description
+	if strings.TrimSpace(desc) == "" {
+		desc = fmt.Sprintf("The tool %s (its manual gives no description).", t.Name)
+	}
+	tags := t.Tags
+	if tags == nil {
+		tags = []string{}
+	}
+	mt := &mcp.Tool{
+		Name:        name,
+		Description: desc,
+		InputSchema: inputSchema(t.Inputs),
+		Annotations: annotations(t.Tags),
+		Meta:        mcp.Meta{MetaQualifiedName: t.Name, MetaTags: tags},
+	}
+	if out := outputSchema(t.Outputs); out != nil {
+		mt.OutputSchema = out
+	}
+	return mt
+}
+
+// inputSchema returns raw as an object schema: unchanged when it is one,
+// with "type": "object" added when it has no type, and {"type":"object"}
+// when it is empty, not an object, or of another type.
+func inputSchema(raw json.RawMessage) json.RawMessage {
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return objectSchema
+	}
+	var m map[string]json.RawMessage
+	if json.Unmarshal(raw, &m) != nil || m == nil {
+		return objectSchema
+	}
+	typ, ok := m["type"]
+	if !ok {
+		m["type"] = json.RawMessage(`"object"`)
+		b, err := json.Marshal(m)
+		if err != nil {
+			return objectSchema
+		}
+		return b
+	}
+	if !isObjectType(typ) {
+		return objectSchema
+	}
+	return raw
+}
+
+// outputSchema returns raw when it is an object schema, else nil (MCP
+// output schemas describe structuredContent, an object).
+func outputSchema(raw json.RawMessage) json.RawMessage {
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return nil
+	}
+	var m map[string]json.RawMessage
+	if json.Unmarshal(raw, &m) != nil || m == nil {
+		return nil
+	}
+	if typ, ok := m["type"]; !ok || !isObjectType(typ) {
+		return nil
+	}
+	return raw
+}
+
+func isObjectType(typ json.RawMessage) bool {
+	var s string
+	return json.Unmarshal(typ, &s) == nil && s == "object"
+}
+
+// annotations turns the tags the MCP client transport derives from
+// annotations back into them; nil when t has none of them.
+func annotations(tags []string) *mcp.ToolAnnotations {
+	has := func(t string) bool { return slices.Contains(tags, t) }
+	readOnly, destructive, idempotent, openWorld := has("read_only"), has("destructive"), has("idempotent"), has("open_world")
+	if !readOnly && !destructive && !idempotent && !openWorld {
+		return nil
+	}
+	// An absent tag says nothing (the hints' defaults apply): only what
+	// a tag asserts is set.
+	a := &mcp.ToolAnnotations{ReadOnlyHint: readOnly, IdempotentHint: idempotent}
+	if destructive && !readOnly {
+		a.DestructiveHint = &destructive
+	}
+	if openWorld {
+		a.OpenWorldHint = &openWorld
+	}
+	return a
+}

@@ -1,0 +1,368 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/spf13/cobra"
+
+	"github.com/utcpd/utcpd/api/front"
+	"github.com/utcpd/utcpd/api/mcpfront"
+	"github.com/utcpd/utcpd/gateway"
+	"github.com/utcpd/utcpd/transports"
+	"github.com/utcpd/utcpd/utcp"
+)
+
+// defaultMCPPoll is how often "utcpd mcp --connect" re-reads the daemon's
+// tools to notice changes.
+const defaultMCPPoll = 10 * time.Second
+
+func newMCPCmd() *cobra.Command {
+	var (
+		configPath, connect, apiKey, logLevel string
+		strict, shortNames                    bool
+		timeout, poll                         time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "mcp",
+		Short: "Serve the tools to an MCP client over stdio",
+		Long: `mcp serves every tool as a Model Context Protocol server on standard input and
+output, so that desktop agents and IDEs can launch utcpd as a command.
+
+Two modes:
+  --config FILE   run an in-process gateway from a UTCP client configuration
+                  (default $UTCPD_CONFIG, else ./utcpd.json): its manuals are
+                  registered at start and its guard chain applies.
+  --connect URL   bridge to a running daemon (default $UTCPD_SERVER): tools/list
+                  reads GET /v1/tools (re-read every --poll to send
+                  notifications/tools/list_changed), tools/call posts to
+                  /v1/tools/{name}/call, or /stream when the request carries a
+                  progressToken; the daemon's guard, audit and metrics apply.
+                  The API key comes from --api-key or $UTCPD_API_KEY.
+With neither, ./utcpd.json runs in-process when it exists, else the daemon at
+http://127.0.0.1:8787 is used.
+
+Tools are listed under their qualified names (manual.tool); see docs/mcp.md for
+names, results and the error mapping. Standard output carries only MCP
+messages; warnings and logs go to standard error.
+
+Example client configuration (Claude Desktop, Cursor, ...):
+  {"mcpServers": {"utcpd": {"command": "utcpd", "args": ["mcp", "--connect", "http://127.0.0.1:8787"],
+                            "env": {"UTCPD_API_KEY": "..."}}}}
+
+It exits 0 when the client closes the connection, 1 when the tools cannot be
+read at start (daemon unreachable, wrong API key), 2 for bad usage or an
+unusable configuration.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			level, err := parseLevel(logLevel)
+			if err != nil {
+				return &exitError{code: exitUsage, err: fmt.Errorf("--log-level: %v", err)}
+			}
+			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
+			opts := mcpfront.Options{
+				Name: "utcpd", Version: versionString(), CallTimeout: timeout, ShortNames: shortNames,
+				Principal: "stdio", Logger: log,
+			}
+			server := connect
+			if server == "" && !cmd.Flags().Changed("config") {
+				server = serverFromEnv()
+				if server == "" && os.Getenv(envConfig) == "" {
+					if _, err := os.Stat(defaultConfigFile); err != nil {
+						server = "http://" + defaultListen
+					}
+				}
+			}
+			if server != "" && cmd.Flags().Changed("config") {
+				return &exitError{code: exitUsage, err: errors.New("--connect and --config exclude each other: bridge to a running daemon or run a configuration in-process")}
+			}
+			if server != "" {
+				if apiKey == "" {
+					apiKey = os.Getenv(envAPIKey)
+				}
+				c, err := newClient(server, apiKey)
+				if err != nil {
+					return err
+				}
+				if poll <= 0 {
+					return &exitError{code: exitUsage, err: errors.New("--poll must be positive")}
+				}
+				opts.Backend = &restBackend{c: c, poll: poll}
+			} else {
+				path := configPath
+				if !cmd.Flags().Changed("config") {
+					if v := os.Getenv(envConfig); v != "" {
+						path = v
+					}
+				}
+				cfg, err := loadConfig(path, strict, cmd.ErrOrStderr())
+				if err != nil {
+					return err
+				}
+				g, err := newGateway(cmd.Context(), cfg, log.With("component", "gateway"), cmd.ErrOrStderr())
+				if err != nil {
+					return err
+				}
+				defer g.Close()
+				opts.Gateway = g
+			}
+			if timeout <= 0 {
+				return &exitError{code: exitUsage, err: errors.New("--timeout must be positive")}
+			}
+			front, err := mcpfront.New(cmd.Context(), opts)
+			if err != nil {
+				return err
+			}
+			defer front.Close()
+			t := &mcp.IOTransport{Reader: io.NopCloser(cmd.InOrStdin()), Writer: nopWriteCloser{cmd.OutOrStdout()}}
+			return front.Run(cmd.Context(), t)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVarP(&configPath, "config", "c", defaultConfigFile, "in-process: UTCP client configuration to load (default $UTCPD_CONFIG, else utcpd.json)")
+	fl.BoolVar(&strict, "strict", false, "in-process: treat unknown configuration fields as errors")
+	fl.StringVar(&connect, "connect", "", "bridge to the running daemon at this URL [$UTCPD_SERVER]")
+	fl.StringVar(&apiKey, "api-key", "", "with --connect: API key for the REST front; prefer $UTCPD_API_KEY, flags show in ps [$UTCPD_API_KEY]")
+	fl.BoolVar(&shortNames, "short-names", false, "list a tool under its name without the manual prefix while no other tool has that name")
+	fl.DurationVar(&timeout, "timeout", mcpfront.DefaultCallTimeout, "deadline of each tool call (a daemon caps it at its max_timeout)")
+	fl.DurationVar(&poll, "poll", defaultMCPPoll, "with --connect: how often the daemon's tools are re-read to notice changes")
+	fl.StringVar(&logLevel, "log-level", "warn", "log level on standard error: debug, info, warn or error")
+	return cmd
+}
+
+// nopWriteCloser is a Writer whose Close does nothing: the MCP session
+// must not close the command's standard output.
+type nopWriteCloser struct{ io.Writer }
+
+func (nopWriteCloser) Close() error { return nil }
+
+// restBackend is the MCP front's Backend over a daemon's REST front.
+type restBackend struct {
+	c    *client
+	poll time.Duration
+}
+
+// Tools reads every tool (GET /v1/tools, up to front.MaxLimit).
+func (b *restBackend) Tools(ctx context.Context) ([]*utcp.Tool, error) {
+	tools, err := remoteTools(ctx, b.c, url.Values{"limit": {strconv.Itoa(front.MaxLimit)}})
+	if err != nil {
+		return nil, fromRemote(err)
+	}
+	return tools, nil
+}
+
+// CallTool posts to /v1/tools/{name}/call with opts.Timeout as ?timeout=.
+// An is_error answer is a *utcp.ToolError carrying the tool's value.
+func (b *restBackend) CallTool(ctx context.Context, name string, args map[string]any, opts gateway.CallOptions) (*utcp.Result, error) {
+	var out front.CallResponse
+	err := b.c.do(ctx, http.MethodPost, "/v1/tools/"+pathEscape(name)+"/call", timeoutQuery(opts.Timeout), front.CallRequest{Arguments: args}, &out)
+	if err != nil {
+		return nil, fromRemote(err)
+	}
+	if out.IsError {
+		return nil, toolErrorOf(out.Result)
+	}
+	return &utcp.Result{Value: out.Result}, nil
+}
+
+// CallToolStreaming posts to /v1/tools/{name}/stream and reads its events.
+func (b *restBackend) CallToolStreaming(ctx context.Context, name string, args map[string]any, opts gateway.CallOptions) (transports.Stream, error) {
+	body, err := json.Marshal(front.CallRequest{Arguments: args})
+	if err != nil {
+		return nil, err
+	}
+	target := strings.TrimRight(b.c.base.String(), "/") + "/v1/tools/" + pathEscape(name) + "/stream"
+	if q := timeoutQuery(opts.Timeout).Encode(); q != "" {
+		target += "?" + q
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("User-Agent", "utcpd/"+versionString())
+	if b.c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+b.c.token)
+	}
+	resp, err := b.c.http.Do(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, utcp.Errorf(utcp.CodeUnavailable, "cannot reach utcpd at %s: %w", b.c.base, errors.Unwrap(err))
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		defer resp.Body.Close()
+		data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		return nil, fromRemote(decodeRemoteError(resp.StatusCode, data))
+	}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 64<<20)
+	return &sseStream{body: resp.Body, sc: sc}, nil
+}
+
+// Subscribe calls fn every poll interval: the MCP front re-reads the
+// tools and notifies clients only when they changed.
+func (b *restBackend) Subscribe(fn func()) (cancel func()) {
+	stop := make(chan struct{})
+	var once sync.Once
+	go func() {
+		t := time.NewTicker(b.poll)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+				fn()
+			}
+		}
+	}()
+	return func() { once.Do(func() { close(stop) }) }
+}
+
+func timeoutQuery(d time.Duration) url.Values {
+	if d <= 0 {
+		return nil
+	}
+	return url.Values{"timeout": {d.String()}}
+}
+
+// fromRemote turns a daemon's error answer into the *utcp.Error it
+// reported (a tool_error into a *utcp.ToolError), so the MCP front maps
+// it as it maps the gateway's; a daemon that cannot be reached is
+// unavailable.
+func fromRemote(err error) error {
+	var re *remoteError
+	if !errors.As(err, &re) {
+		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+			return err
+		}
+		return utcp.Errorf(utcp.CodeUnavailable, "%w", err)
+	}
+	if re.Code == utcp.CodeToolError {
+		te := &utcp.ToolError{Message: re.Message, Value: re.Details["value"]}
+		if s, ok := re.Details["status"].(json.Number); ok {
+			n, _ := s.Int64()
+			te.Status = int(n)
+		}
+		return te
+	}
+	ue := utcp.NewError(re.Code, "%s", re.Message)
+	for k, v := range re.Details {
+		ue.WithDetail(k, v)
+	}
+	return ue
+}
+
+// toolErrorOf is the *utcp.ToolError of an is_error result: its value,
+// with the value as the message when it is a string, else its JSON.
+func toolErrorOf(v any) *utcp.ToolError {
+	te := &utcp.ToolError{Value: v}
+	switch x := v.(type) {
+	case string:
+		te.Message, te.Value = x, nil
+	case map[string]any:
+		if msg, ok := x["error"].(string); ok {
+			te.Message = msg
+		}
+	}
+	if te.Message == "" {
+		b, _ := json.Marshal(v)
+		te.Message = string(b)
+	}
+	return te
+}
+
+// sseStream reads the REST front's stream events: chunk (an event),
+// end (io.EOF) and error (the envelope's error).
+type sseStream struct {
+	body io.ReadCloser
+	sc   *bufio.Scanner
+	err  error
+}
+
+// Recv returns the next chunk event, io.EOF after the end event, or the
+// error the error event carries.
+func (s *sseStream) Recv() (*utcp.Event, error) {
+	if s.err != nil {
+		return nil, s.err
+	}
+	var event, id string
+	var data []byte
+	for s.sc.Scan() {
+		line := s.sc.Text()
+		if line == "" {
+			if event == "" && data == nil {
+				continue
+			}
+			ev, err := s.decode(event, id, data)
+			if err != nil {
+				s.err = err
+				return nil, err
+			}
+			if ev != nil {
+				return ev, nil
+			}
+			event, id, data = "", "", nil
+			continue
+		}
+		field, value, _ := strings.Cut(line, ":")
+		value = strings.TrimPrefix(value, " ")
+		switch field {
+		case "event":
+			event = value
+		case "id":
+			id = value
+		case "data":
+			if data != nil {
+				data = append(data, '\n')
+			}
+			data = append(data, value...)
+		}
+	}
+	if err := s.sc.Err(); err != nil {
+		s.err = utcp.Errorf(utcp.CodeTransportError, "reading the stream: %w", err)
+	} else {
+		s.err = utcp.NewError(utcp.CodeTransportError, "the stream ended without its end event")
+	}
+	return nil, s.err
+}
+
+// decode turns one event into an Event, io.EOF (end) or an error; nil for
+// events it does not know.
+func (s *sseStream) decode(event, id string, data []byte) (*utcp.Event, error) {
+	switch event {
+	case "chunk", "":
+		dec := json.NewDecoder(bytes.NewReader(data))
+		dec.UseNumber()
+		var v any
+		if err := dec.Decode(&v); err != nil {
+			return nil, utcp.Errorf(utcp.CodeTransportError, "a stream event is not JSON: %w", err)
+		}
+		return &utcp.Event{ID: id, Data: v}, nil
+	case "end":
+		return nil, io.EOF
+	case "error":
+		return nil, fromRemote(decodeRemoteError(http.StatusBadGateway, data))
+	}
+	return nil, nil
+}
+
+// Close ends the stream; the daemon cancels the call.
+func (s *sseStream) Close() error { return s.body.Close() }

@@ -1,0 +1,80 @@
+package audit
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// MemStore is an in-memory Store: nothing survives the process. The
+// daemon uses it without a data directory. The zero value is not usable;
+// call NewMemStore.
+type MemStore struct {
+	mu     sync.RWMutex
+	recs   []Record // in ID order
+	nextID int64
+}
+
+var _ Store = (*MemStore)(nil)
+
+// NewMemStore returns an empty MemStore.
+func NewMemStore() *MemStore { return &MemStore{nextID: 1} }
+
+// Append stores copies of recs.
+func (s *MemStore) Append(ctx context.Context, recs []Record) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	for i := range recs {
+		if err := Check(&recs[i]); err != nil {
+			return err
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i := range recs {
+		c := recs[i].Clone()
+		c.ID = s.nextID
+		s.nextID++
+		s.recs = append(s.recs, c)
+	}
+	return nil
+}
+
+// Query returns copies of the selected records, newest first.
+func (s *MemStore) Query(ctx context.Context, q Query) ([]Record, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	limit := q.EffectiveLimit()
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := []Record{}
+	for i := len(s.recs) - 1; i >= 0 && len(out) < limit; i-- {
+		if q.Match(&s.recs[i]) {
+			out = append(out, s.recs[i].Clone())
+		}
+	}
+	return out, nil
+}
+
+// Prune deletes the records of calls that started before before.
+func (s *MemStore) Prune(ctx context.Context, before time.Time) (int64, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	kept := s.recs[:0]
+	var n int64
+	for _, r := range s.recs {
+		if r.Time.Before(before) {
+			n++
+			continue
+		}
+		kept = append(kept, r)
+	}
+	clear(s.recs[len(kept):])
+	s.recs = kept
+	return n, nil
+}

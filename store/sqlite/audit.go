@@ -1,0 +1,163 @@
+package sqlite
+
+import (
+	"context"
+	"encoding/json"
+	"strconv"
+	"time"
+
+	"github.com/utcpd/utcpd/gateway/audit"
+	"github.com/utcpd/utcpd/utcp"
+)
+
+// Audit is the audit.Store of a Store, in its audit table. Get it with
+// Store.Audit; it is closed with its Store.
+type Audit struct{ s *Store }
+
+var _ audit.Store = (*Audit)(nil)
+
+// Audit returns the store's audit.Store.
+func (s *Store) Audit() *Audit { return &Audit{s: s} }
+
+// pruneBatch is how many rows one DELETE of Prune removes, so that a
+// large prune never holds the write lock for long.
+const pruneBatch = 5000
+
+// Append stores recs in one durable transaction.
+func (a *Audit) Append(ctx context.Context, recs []audit.Record) (err error) {
+	s := a.s
+	if err := s.check(ctx); err != nil {
+		return err
+	}
+	if len(recs) == 0 {
+		return nil
+	}
+	rows := make([][]byte, len(recs))
+	for i := range recs {
+		r := &recs[i]
+		if err := audit.Check(r); err != nil {
+			return err
+		}
+		if r.Time.Before(minTime) || r.Time.After(maxTime) {
+			return utcp.NewError(utcp.CodeInvalidRequest, "audit: record time %s is outside the storable range", r.Time)
+		}
+		c := *r
+		c.ID = 0
+		if rows[i], err = json.Marshal(&c); err != nil {
+			return utcp.Errorf(utcp.CodeInvalidRequest, "audit: encoding a record: %w", err)
+		}
+	}
+	tx, err := s.writer.BeginTx(ctx, nil)
+	if err != nil {
+		return s.wrap(ctx, "append audit records", err)
+	}
+	defer func() {
+		if err != nil {
+			_ = tx.Rollback()
+		}
+	}()
+	stmt, err := tx.PrepareContext(ctx, `INSERT INTO audit (time, tool, qualified, decision, outcome, data) VALUES (?, ?, ?, ?, ?, ?)`)
+	if err != nil {
+		return s.wrap(ctx, "append audit records", err)
+	}
+	defer stmt.Close()
+	for i := range recs {
+		r := &recs[i]
+		if _, err = stmt.ExecContext(ctx, r.Time.UnixNano(), r.Tool, r.Qualified, r.Decision, r.Outcome, rows[i]); err != nil {
+			return s.wrap(ctx, "append audit records", err)
+		}
+	}
+	if err = tx.Commit(); err != nil {
+		return s.wrap(ctx, "append audit records", err)
+	}
+	return nil
+}
+
+// Query returns the selected records, newest first.
+func (a *Audit) Query(ctx context.Context, q audit.Query) ([]audit.Record, error) {
+	s := a.s
+	if err := s.check(ctx); err != nil {
+		return nil, err
+	}
+	sqlq := `SELECT id, data FROM audit WHERE 1 = 1`
+	var args []any
+	if q.Tool != "" {
+		sqlq += ` AND (tool = ? OR qualified = ?)`
+		args = append(args, q.Tool, q.Tool)
+	}
+	if q.Decision != "" {
+		sqlq += ` AND decision = ?`
+		args = append(args, q.Decision)
+	}
+	if q.Outcome != "" {
+		sqlq += ` AND outcome = ?`
+		args = append(args, q.Outcome)
+	}
+	if !q.Since.IsZero() {
+		sqlq += ` AND time >= ?`
+		since := q.Since
+		if since.Before(minTime) {
+			since = minTime
+		}
+		args = append(args, since.UnixNano())
+	}
+	if q.Before > 0 {
+		sqlq += ` AND id < ?`
+		args = append(args, q.Before)
+	}
+	sqlq += ` ORDER BY id DESC LIMIT ` + strconv.Itoa(q.EffectiveLimit())
+	rows, err := s.reader.QueryContext(ctx, sqlq, args...)
+	if err != nil {
+		return nil, s.wrap(ctx, "query audit records", err)
+	}
+	defer rows.Close()
+	out := []audit.Record{}
+	for rows.Next() {
+		var id int64
+		var data []byte
+		if err := rows.Scan(&id, &data); err != nil {
+			return nil, s.wrap(ctx, "query audit records", err)
+		}
+		var r audit.Record
+		if err := json.Unmarshal(data, &r); err != nil {
+			return nil, utcp.Errorf(utcp.CodeInternal, "sqlite: audit record %d: decoding: %w", id, err)
+		}
+		r.ID = id
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.wrap(ctx, "query audit records", err)
+	}
+	return out, nil
+}
+
+// Prune deletes the records of calls that started before before, a batch
+// at a time.
+func (a *Audit) Prune(ctx context.Context, before time.Time) (int64, error) {
+	s := a.s
+	if err := s.check(ctx); err != nil {
+		return 0, err
+	}
+	if before.Before(minTime) {
+		return 0, nil
+	}
+	if before.After(maxTime) {
+		before = maxTime
+	}
+	var total int64
+	for {
+		res, err := s.writer.ExecContext(ctx, `DELETE FROM audit WHERE id IN (SELECT id FROM audit WHERE time < ? ORDER BY time LIMIT ?)`,
+			before.UnixNano(), pruneBatch)
+		if err != nil {
+			return total, s.wrap(ctx, "prune audit records", err)
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return total, s.wrap(ctx, "prune audit records", err)
+		}
+		total += n
+		if n < pruneBatch {
+			return total, nil
+		}
+	}
+}
