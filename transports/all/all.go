@@ -11,6 +11,8 @@ import (
 	_ "github.com/utcpd/utcpd/transports/mcp"            // call_template_type "mcp"
 	_ "github.com/utcpd/utcpd/transports/sse"            // call_template_type "sse"
 	_ "github.com/utcpd/utcpd/transports/streamablehttp" // call_template_type "streamable_http"
+	_ "github.com/utcpd/utcpd/transports/tcp"            // call_template_type "tcp"
 	_ "github.com/utcpd/utcpd/transports/text"           // call_template_type "text"
+	_ "github.com/utcpd/utcpd/transports/udp"            // call_template_type "udp"
 	_ "github.com/utcpd/utcpd/transports/websocket"      // call_template_type "websocket"
 )

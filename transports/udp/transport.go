@@ -1,0 +1,683 @@
+package udp
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+
+	"github.com/utcpd/utcpd/manuals"
+	"github.com/utcpd/utcpd/transports"
+	"github.com/utcpd/utcpd/utcp"
+)
+
+// Info describes the udp transport to a transports.Registry.
+var Info = transports.Info{
+	Type:          Type,
+	ParseTemplate: ParseTemplate,
+	New: func(opts transports.Options) (transports.Transport, error) {
+		t, err := New(opts)
+		if err != nil {
+			return nil, err
+		}
+		return t, nil
+	},
+	Template: new(Template),
+}
+
+func init() { transports.MustRegister(Info) }
+
+// Interface guards.
+var (
+	_ transports.Transport = (*Transport)(nil)
+	_ transports.Streamer  = (*Transport)(nil)
+)
+
+// The frame types of the utcpd envelope, one JSON object per datagram
+// (see the package documentation). They are the tcp and websocket
+// transports' frame types.
+const (
+	FrameCall     = "call"   // client → server: run a tool
+	FrameCancel   = "cancel" // client → server: the caller gave up
+	FrameDiscover = "utcp"   // client → server: send your manual
+	FrameResult   = "result" // server → client: the whole result; ends the call
+	FrameEvent    = "event"  // server → client: one streamed item
+	FrameEnd      = "end"    // server → client: the stream is over
+	FrameError    = "error"  // server → client: the call failed; ends the call
+	FrameManual   = "manual" // server → client: the manual asked for
+)
+
+// Frame is one datagram of the utcpd envelope.
+type Frame struct {
+	// Type is one of the Frame* constants.
+	Type string `json:"type"`
+	// ID correlates a request and its answers.
+	ID string `json:"id,omitempty"`
+	// Tool is the tool's name as the server knows it (call).
+	Tool string `json:"tool,omitempty"`
+	// Arguments are the call's arguments (call).
+	Arguments map[string]any `json:"arguments,omitempty"`
+	// Result is the tool's whole result (result).
+	Result any `json:"result,omitempty"`
+	// Event optionally names a streamed item (event).
+	Event string `json:"event,omitempty"`
+	// Data is one streamed item (event).
+	Data any `json:"data,omitempty"`
+	// Error describes a failure (error).
+	Error *WireError `json:"error,omitempty"`
+	// Manual is the server's UTCP manual (manual).
+	Manual json.RawMessage `json:"manual,omitempty"`
+}
+
+// WireError is the error object of an error frame.
+type WireError struct {
+	// Code is "tool_error" (the default), "tool_not_found",
+	// "invalid_arguments", "invalid_request" or "unsupported".
+	Code string `json:"code,omitempty"`
+	// Message says what went wrong.
+	Message string `json:"message"`
+	// Data is the tool's own error payload, if any.
+	Data any `json:"data,omitempty"`
+}
+
+// Transport is the udp transport. It is safe for concurrent use. Each
+// call uses a connected UDP socket of its own while it runs, so
+// datagrams from other peers never reach it; envelope-mode sockets are
+// reused by later calls of the manual (answers are matched by id). The
+// transport starts no goroutines.
+type Transport struct {
+	log    *slog.Logger
+	dialer net.Dialer
+	seq    atomic.Uint64
+
+	mu      sync.Mutex
+	closed  bool
+	manuals map[string]*manualState
+	open    map[net.Conn]struct{}
+	idle    map[string][]net.Conn // envelope sockets by manual + "\x00" + address
+}
+
+// maxIdle caps the idle envelope-mode sockets kept per manual and
+// address.
+const maxIdle = 64
+
+type manualState struct {
+	refs         int
+	deregistered bool
+}
+
+// New returns a udp Transport. It takes no configuration.
+func New(opts transports.Options) (*Transport, error) {
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Transport{log: log, manuals: map[string]*manualState{}, open: map[net.Conn]struct{}{}, idle: map[string][]net.Conn{}}, nil
+}
+
+var errClosed = utcp.NewError(utcp.CodeUnavailable, "udp: transport closed")
+
+// Close closes every socket; calls in flight fail with unavailable. It is
+// idempotent.
+func (t *Transport) Close() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.closed = true
+	for c := range t.open {
+		_ = c.Close()
+	}
+	clear(t.open)
+	clear(t.idle)
+	return nil
+}
+
+// DeregisterManual undoes one RegisterManual of the manual; when none is
+// left, later calls of the manual fail with manual_not_found until it is
+// registered again. It is idempotent.
+func (t *Transport) DeregisterManual(_ context.Context, tmpl *utcp.CallTemplate) error {
+	if tmpl == nil {
+		return nil
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if st := t.manuals[tmpl.Name]; st != nil && st.refs > 0 {
+		st.refs--
+		st.deregistered = st.refs == 0
+	}
+	if st := t.manuals[tmpl.Name]; st != nil && st.deregistered {
+		prefix := tmpl.Name + "\x00"
+		for k, cs := range t.idle {
+			if strings.HasPrefix(k, prefix) {
+				for _, c := range cs {
+					_ = c.Close()
+					delete(t.open, c)
+				}
+				delete(t.idle, k)
+			}
+		}
+	}
+	return nil
+}
+
+// RegisterManual sends the discovery datagram {"type":"utcp"} (with an id
+// in envelope mode) and reads one answer: an envelope manual frame or a
+// bare UTCP manual. Anything else, or silence until the timeout, is
+// discovery_failed (the timeout as the context's error).
+func (t *Transport) RegisterManual(ctx context.Context, tmpl *utcp.CallTemplate) (*utcp.Manual, error) {
+	spec, err := specOf(tmpl)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkHost(spec); err != nil {
+		return nil, err
+	}
+	fail := func(format string, args ...any) *utcp.Error {
+		return utcp.Errorf(utcp.CodeDiscoveryFailed, "udp discovery of manual %q from %s: "+format, append([]any{tmpl.Name, spec.addr()}, args...)...)
+	}
+	req := Frame{Type: FrameDiscover}
+	if spec.Envelope {
+		req.ID = strconv.FormatUint(t.seq.Add(1), 10)
+	}
+	payload, _ := transports.MarshalJSON(req)
+	x, err := t.begin(ctx, tmpl.Name, spec, payload, req.ID)
+	if err != nil {
+		return nil, err
+	}
+	data, err := x.read()
+	x.finish(err == nil)
+	if err != nil {
+		if utcp.CodeOf(err) == utcp.CodeTransportError {
+			return nil, fail("%w", err)
+		}
+		return nil, err
+	}
+	var head struct {
+		Type   string          `json:"type"`
+		Manual json.RawMessage `json:"manual"`
+		Error  json.RawMessage `json:"error"`
+	}
+	if json.Unmarshal(data, &head) != nil {
+		return nil, fail("the answer is not JSON: %s", transports.Excerpt(data))
+	}
+	raw := json.RawMessage(data)
+	switch head.Type {
+	case FrameManual:
+		raw = head.Manual
+	case FrameError:
+		return nil, fail("the server offers no manual: %s", decodeWireError(head.Error).Message)
+	case "":
+	default:
+		return nil, fail("the server answered a %q frame, not a manual", head.Type)
+	}
+	m, warnings, err := manuals.ParseManual(raw)
+	if err != nil {
+		return nil, fail("the server's manual: %w", err)
+	}
+	for _, w := range warnings {
+		t.log.Warn("manual served with problems", "manual", tmpl.Name, "addr", spec.addr(), "warning", w.String())
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return nil, errClosed
+	}
+	st := t.manuals[tmpl.Name]
+	if st == nil {
+		st = &manualState{}
+		t.manuals[tmpl.Name] = st
+	}
+	st.refs++
+	st.deregistered = false
+	return m, nil
+}
+
+// CallTool sends one call datagram and waits for its answer. In envelope
+// mode it returns the result datagram's value, or the event data as a
+// list when the call ends with end; an error datagram is a
+// *utcp.ToolError (tool_not_found when its code says so). Otherwise it
+// reads number_of_response_datagrams datagrams, each converted by
+// response_format: one is the result, several a list, zero means null
+// right after sending. A datagram over max_datagram_size is
+// payload_too_large, a garbled envelope a transport_error, and an answer
+// that does not come ends with the context's error (timeout) when the
+// template's timeout passes.
+func (t *Transport) CallTool(ctx context.Context, call *utcp.Call) (*utcp.Result, error) {
+	x, err := t.start(ctx, call)
+	if err != nil {
+		return nil, err
+	}
+	clean := false
+	defer func() { x.finish(clean) }()
+	if !x.spec.Envelope {
+		n := x.spec.datagrams()
+		var vals []any
+		var size int64
+		for range n {
+			data, err := x.read()
+			if err != nil {
+				return nil, err
+			}
+			if size += int64(len(data)); size > x.spec.maxResponse() {
+				return nil, transports.TooLarge(x.spec.maxResponse())
+			}
+			v, err := convert(x.spec.responseFormat(), data)
+			if err != nil {
+				return nil, err
+			}
+			vals = append(vals, v)
+		}
+		switch n {
+		case 0:
+			return &utcp.Result{}, nil
+		case 1:
+			return &utcp.Result{Value: vals[0]}, nil
+		}
+		return &utcp.Result{Value: vals}, nil
+	}
+	var events []any
+	var size int64
+	for {
+		f, err := x.next()
+		if err != nil {
+			x.sendCancel()
+			return nil, err
+		}
+		clean = f.Type != FrameEvent
+		switch f.Type {
+		case FrameResult:
+			return &utcp.Result{Value: decodeValue(f.Result)}, nil
+		case FrameEvent:
+			if size += int64(len(f.Data)); size > x.spec.maxResponse() {
+				x.sendCancel()
+				return nil, transports.TooLarge(x.spec.maxResponse())
+			}
+			events = append(events, decodeValue(f.Data))
+		case FrameEnd:
+			if events == nil {
+				events = []any{}
+			}
+			return &utcp.Result{Value: events}, nil
+		case FrameError:
+			return nil, callError(decodeWireError(f.Error))
+		}
+	}
+}
+
+// CallToolStream starts one call. In envelope mode each event datagram is
+// an event, a result datagram one last event, and the end datagram
+// io.EOF; Close before the end sends a cancel datagram (best effort: UDP
+// may lose it). Without the envelope the whole answer is one event.
+func (t *Transport) CallToolStream(ctx context.Context, call *utcp.Call) (transports.Stream, error) {
+	spec, err := specOf(call.Template)
+	if err != nil {
+		return nil, err
+	}
+	if !spec.Envelope {
+		res, err := t.CallTool(ctx, call)
+		if err != nil {
+			return nil, err
+		}
+		return transports.SingleEvent(&utcp.Event{Data: res.Value}), nil
+	}
+	x, err := t.start(ctx, call)
+	if err != nil {
+		return nil, err
+	}
+	return &stream{x: x}, nil
+}
+
+func (t *Transport) start(ctx context.Context, call *utcp.Call) (*exchange, error) {
+	if call == nil {
+		return nil, utcp.NewError(utcp.CodeInvalidRequest, "udp: no call")
+	}
+	spec, err := specOf(call.Template)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkHost(spec); err != nil {
+		return nil, err
+	}
+	t.mu.Lock()
+	st := t.manuals[call.Manual]
+	gone := st != nil && st.deregistered
+	t.mu.Unlock()
+	if gone {
+		return nil, utcp.Errorf(utcp.CodeManualNotFound, "udp: manual %q was deregistered: %w", call.Manual, transports.ErrNotRegistered)
+	}
+	var payload []byte
+	var id string
+	if spec.Envelope {
+		id = strconv.FormatUint(t.seq.Add(1), 10)
+		args := call.Arguments
+		if args == nil {
+			args = map[string]any{}
+		}
+		payload, err = transports.MarshalJSON(Frame{Type: FrameCall, ID: id, Tool: call.Name, Arguments: args})
+		if err != nil {
+			return nil, utcp.NewError(utcp.CodeInvalidArguments, "udp: arguments are not JSON: %v", err)
+		}
+	} else if payload, err = RenderRequest(spec.RequestDataFormat, spec.RequestDataTemplate, call.Arguments); err != nil {
+		return nil, err
+	}
+	return t.begin(ctx, call.Manual, spec, payload, id)
+}
+
+// aLongTimeAgo is a deadline in the past: setting it unblocks reads at
+// once.
+var aLongTimeAgo = time.Unix(1, 0)
+
+// begin opens a socket and sends the request datagram.
+func (t *Transport) begin(ctx context.Context, manual string, spec *Template, payload []byte, id string) (*exchange, error) {
+	if len(payload) > MaxDatagram {
+		return nil, utcp.NewError(utcp.CodeInvalidArguments, "udp: the request is %d bytes, more than one datagram carries (%d)", len(payload), MaxDatagram)
+	}
+	ctx, cancel := context.WithTimeout(ctx, spec.timeout())
+	key := manual + "\x00" + spec.addr()
+	nc, err := t.socket(ctx, key, spec)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	x := &exchange{t: t, nc: nc, key: key, spec: spec, id: id, ctx: ctx, cancel: cancel, buf: getBuf(spec.maxDatagram() + 1)}
+	x.stop = context.AfterFunc(ctx, func() { _ = nc.SetDeadline(aLongTimeAgo) })
+	if _, err := nc.Write(payload); err != nil {
+		x.finish(false)
+		return nil, x.wrap(err)
+	}
+	return x, nil
+}
+
+// socket returns an idle envelope-mode socket for key, or a new one.
+func (t *Transport) socket(ctx context.Context, key string, spec *Template) (net.Conn, error) {
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return nil, errClosed
+	}
+	if cs := t.idle[key]; spec.Envelope && len(cs) > 0 {
+		nc := cs[len(cs)-1]
+		t.idle[key] = cs[:len(cs)-1]
+		t.mu.Unlock()
+		return nc, nil
+	}
+	t.mu.Unlock()
+	nc, err := t.dialer.DialContext(ctx, "udp", spec.addr())
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, &utcp.TransportError{Err: fmt.Errorf("udp: %s: %w", spec.addr(), err)}
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		_ = nc.Close()
+		return nil, errClosed
+	}
+	t.open[nc] = struct{}{}
+	return nc, nil
+}
+
+var bufPool = sync.Pool{New: func() any { b := make([]byte, MaxDatagram+1); return &b }}
+
+// getBuf returns a read buffer of n bytes (at most MaxDatagram+1).
+func getBuf(n int) []byte { return (*bufPool.Get().(*[]byte))[:n] }
+
+func putBuf(b []byte) {
+	b = b[:cap(b)]
+	bufPool.Put(&b)
+}
+
+// exchange is one request on one socket and the reading of its answers.
+type exchange struct {
+	t      *Transport
+	nc     net.Conn
+	key    string
+	spec   *Template
+	id     string
+	ctx    context.Context
+	cancel context.CancelFunc
+	stop   func() bool
+	buf    []byte
+	once   sync.Once
+}
+
+// finish releases the socket: an envelope-mode socket whose call ended
+// cleanly (result, error or end received, no deadline hit) is kept for
+// the manual's next call, since late datagrams carry other ids and are
+// skipped; any other socket is closed.
+func (x *exchange) finish(reusable bool) {
+	x.once.Do(func() {
+		stopped := x.stop()
+		x.cancel()
+		t := x.t
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		if reusable {
+			putBuf(x.buf) // only the reading goroutine finishes cleanly
+		}
+		if reusable && stopped && x.spec.Envelope && !t.closed && len(t.idle[x.key]) < maxIdle {
+			t.idle[x.key] = append(t.idle[x.key], x.nc)
+			return
+		}
+		_ = x.nc.Close()
+		delete(t.open, x.nc)
+	})
+}
+
+// sendCancel tells an envelope server, best effort, that the call is
+// abandoned.
+func (x *exchange) sendCancel() {
+	if x.id == "" {
+		return
+	}
+	b, _ := json.Marshal(Frame{Type: FrameCancel, ID: x.id})
+	_ = x.nc.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
+	_, _ = x.nc.Write(b)
+}
+
+// read reads one datagram of at most max_datagram_size bytes and returns
+// a copy.
+func (x *exchange) read() ([]byte, error) {
+	b, err := x.readShared()
+	return bytes.Clone(b), err
+}
+
+// readShared reads one datagram into the exchange's buffer, valid until
+// the next read.
+func (x *exchange) readShared() ([]byte, error) {
+	n, err := x.nc.Read(x.buf)
+	if err != nil {
+		return nil, x.wrap(err)
+	}
+	if n > x.spec.maxDatagram() {
+		return nil, utcp.Errorf(utcp.CodePayloadTooLarge, "udp: a datagram from %s is larger than max_datagram_size (%d bytes): %w", x.spec.addr(), x.spec.maxDatagram(), transports.ErrTooLarge).WithDetail("limit_bytes", x.spec.maxDatagram())
+	}
+	return x.buf[:n], nil
+}
+
+func (x *exchange) wrap(err error) error {
+	if cerr := x.ctx.Err(); cerr != nil {
+		return cerr
+	}
+	x.t.mu.Lock()
+	closed := x.t.closed
+	x.t.mu.Unlock()
+	if closed {
+		return errClosed
+	}
+	return &utcp.TransportError{Err: fmt.Errorf("udp: %s: %w", x.spec.addr(), err)}
+}
+
+type wireFrame struct {
+	Type   string          `json:"type"`
+	ID     json.RawMessage `json:"id"`
+	Result json.RawMessage `json:"result"`
+	Event  string          `json:"event"`
+	Data   json.RawMessage `json:"data"`
+	Error  json.RawMessage `json:"error"`
+}
+
+// next reads datagrams until one of this call's envelope frames comes. A
+// datagram that is not an envelope is a transport_error quoting it.
+func (x *exchange) next() (*wireFrame, error) {
+	for {
+		data, err := x.readShared() // json.RawMessage fields copy what they keep
+		if err != nil {
+			return nil, err
+		}
+		var f wireFrame
+		if json.Unmarshal(data, &f) != nil || f.Type == "" {
+			return nil, &utcp.TransportError{Err: fmt.Errorf("udp: %s answered something that is not a utcpd envelope datagram: %s", x.spec.addr(), transports.Excerpt(data))}
+		}
+		switch f.Type {
+		case FrameResult, FrameEvent, FrameEnd, FrameError:
+		default:
+			return nil, &utcp.TransportError{Err: fmt.Errorf("udp: %s answered a datagram of unknown type %q", x.spec.addr(), f.Type)}
+		}
+		if frameID(f.ID) != x.id {
+			continue
+		}
+		return &f, nil
+	}
+}
+
+func frameID(raw json.RawMessage) string {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	return string(bytes.TrimSpace(raw))
+}
+
+func decodeValue(raw json.RawMessage) any {
+	if len(raw) == 0 {
+		return nil
+	}
+	v, _ := transports.DecodeJSONValue(raw)
+	return v
+}
+
+func decodeWireError(raw json.RawMessage) *WireError {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return &WireError{Message: s}
+	}
+	var e struct {
+		Code    string          `json:"code"`
+		Message string          `json:"message"`
+		Data    json.RawMessage `json:"data"`
+	}
+	if json.Unmarshal(raw, &e) != nil {
+		return &WireError{Message: string(bytes.TrimSpace(raw))}
+	}
+	return &WireError{Code: e.Code, Message: e.Message, Data: decodeValue(e.Data)}
+}
+
+func callError(e *WireError) error {
+	msg := e.Message
+	if msg == "" {
+		msg = "the tool reported an error"
+	}
+	switch e.Code {
+	case "tool_not_found":
+		return utcp.Errorf(utcp.CodeToolNotFound, "udp: %s: %w", msg, transports.ErrToolNotFound)
+	case "invalid_request":
+		return &utcp.TransportError{Err: fmt.Errorf("udp: the server refused the request: %s", msg)}
+	}
+	return &utcp.ToolError{Message: msg, Value: e.Data}
+}
+
+func convert(format string, data []byte) (any, error) {
+	switch format {
+	case FormatJSON:
+		v, ok := transports.DecodeJSONValue(data)
+		if !ok {
+			return nil, &utcp.TransportError{Err: fmt.Errorf("udp: response_format is json but the answer is not JSON: %s", transports.Excerpt(data))}
+		}
+		return v, nil
+	case FormatText:
+		return string(data), nil
+	case FormatRaw:
+		return base64.StdEncoding.EncodeToString(data), nil
+	}
+	if v, ok := transports.DecodeJSONValue(data); ok {
+		return v, nil
+	}
+	if utf8.Valid(data) {
+		return string(data), nil
+	}
+	return base64.StdEncoding.EncodeToString(data), nil
+}
+
+// stream is one envelope call read datagram by datagram.
+type stream struct {
+	x    *exchange
+	mu   sync.Mutex
+	done bool
+	err  error
+}
+
+// Recv returns the next event, io.EOF after the end datagram (or after a
+// result datagram's event), or the error that ended the call.
+func (s *stream) Recv() (*utcp.Event, error) {
+	s.mu.Lock()
+	if s.done {
+		err := s.err
+		s.mu.Unlock()
+		return nil, err
+	}
+	s.mu.Unlock()
+	f, err := s.x.next()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.done {
+		return nil, s.err
+	}
+	if err != nil {
+		s.x.sendCancel()
+		s.end(err, false)
+		return nil, err
+	}
+	switch f.Type {
+	case FrameEvent:
+		return &utcp.Event{Type: f.Event, Data: decodeValue(f.Data)}, nil
+	case FrameResult:
+		s.end(io.EOF, true)
+		return &utcp.Event{Data: decodeValue(f.Result)}, nil
+	case FrameEnd:
+		s.end(io.EOF, true)
+		return nil, io.EOF
+	}
+	err = callError(decodeWireError(f.Error))
+	s.end(err, true)
+	return nil, err
+}
+
+func (s *stream) end(err error, reusable bool) {
+	s.done = true
+	s.err = err
+	s.x.finish(reusable)
+}
+
+// Close ends the call; before its end it sends a cancel datagram (best
+// effort) and closes the socket. It is idempotent.
+func (s *stream) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.done {
+		s.x.sendCancel()
+		s.end(utcp.NewError(utcp.CodeCanceled, "udp: stream closed"), false)
+	}
+	return nil
+}
