@@ -45,6 +45,7 @@ import (
 	"github.com/utcpd/utcpd/api/admin"
 	"github.com/utcpd/utcpd/api/front"
 	"github.com/utcpd/utcpd/api/httpx"
+	"github.com/utcpd/utcpd/api/llm"
 	"github.com/utcpd/utcpd/api/mcpfront"
 	"github.com/utcpd/utcpd/gateway"
 	"github.com/utcpd/utcpd/gateway/audit"
@@ -169,6 +170,9 @@ func newServer(opts Options) (*server, error) {
 		Gateway: opts.Gateway, MaxBodyBytes: opts.MaxBodyBytes,
 		DefaultTimeout: opts.DefaultTimeout, MaxTimeout: opts.MaxTimeout,
 		Tracker: tracker, Reviews: opts.Reviews, Heartbeat: opts.StreamHeartbeat, Logger: log,
+	}).Register(rt, httpx.RequireKeys(httpx.NewKeys(opts.APIKeys), "utcpd"))
+	llm.New(llm.Options{
+		Gateway: opts.Gateway, MaxBodyBytes: opts.MaxBodyBytes, Timeout: opts.DefaultTimeout, Logger: log,
 	}).Register(rt, httpx.RequireKeys(httpx.NewKeys(opts.APIKeys), "utcpd"))
 
 	health, _ := json.Marshal(map[string]string{"status": "ok", "version": opts.Version})

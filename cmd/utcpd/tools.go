@@ -30,7 +30,7 @@ func newToolsCmd() *cobra.Command {
 		Short: "List, search and show tools",
 		Long:  "tools lists, searches and shows the registered tools.\n" + toolsModes,
 	}
-	cmd.AddCommand(newToolsListCmd(), newToolsSearchCmd(), newToolsShowCmd())
+	cmd.AddCommand(newToolsListCmd(), newToolsSearchCmd(), newToolsShowCmd(), newToolsExportCmd())
 	return cmd
 }
 

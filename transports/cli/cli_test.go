@@ -717,6 +717,9 @@ func allocDuring(fn func()) uint64 {
 
 func TestOutputCap(t *testing.T) {
 	const gib = 1 << 30
+	// The bounds are far below what the output would take unbounded (1 GiB
+	// or endless) but leave room for the allocations of the rest of the
+	// process (TotalAlloc is process-wide) on a busy machine.
 	cases := []struct {
 		name   string
 		config string
@@ -724,11 +727,11 @@ func TestOutputCap(t *testing.T) {
 		stream bool
 		bound  uint64
 	}{
-		{"1 GiB on stdout, default cap", "", cmds(fmt.Sprintf("head -c %d /dev/zero", gib)), false, 96 << 20},
-		{"endless yes, small cap", `{"max_output_bytes": 1048576}`, cmds("yes"), false, 16 << 20},
-		{"1 GiB in a captured step", `{"max_output_bytes": 1048576}`, cmds(fmt.Sprintf("head -c %d /dev/zero", gib), "echo never"), false, 16 << 20},
-		{"1 GiB on stderr is dropped, not kept", `{"max_output_bytes": 1048576}`, cmds(fmt.Sprintf("head -c %d /dev/zero >&2; echo fine", 64<<20)), false, 16 << 20},
-		{"one endless streamed line", `{"max_output_bytes": 1048576}`, cmds("yes | tr -d '\\n'"), true, 16 << 20},
+		{"1 GiB on stdout, default cap", "", cmds(fmt.Sprintf("head -c %d /dev/zero", gib)), false, 256 << 20},
+		{"endless yes, small cap", `{"max_output_bytes": 1048576}`, cmds("yes"), false, 64 << 20},
+		{"1 GiB in a captured step", `{"max_output_bytes": 1048576}`, cmds(fmt.Sprintf("head -c %d /dev/zero", gib), "echo never"), false, 64 << 20},
+		{"1 GiB on stderr is dropped, not kept", `{"max_output_bytes": 1048576}`, cmds(fmt.Sprintf("head -c %d /dev/zero >&2; echo fine", 64<<20)), false, 64 << 20},
+		{"one endless streamed line", `{"max_output_bytes": 1048576}`, cmds("yes | tr -d '\\n'"), true, 64 << 20},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

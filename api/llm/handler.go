@@ -1,0 +1,238 @@
+package llm
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/utcpd/utcpd/api/httpx"
+	"github.com/utcpd/utcpd/gateway"
+	"github.com/utcpd/utcpd/utcp"
+)
+
+// FrontName is the front recorded for calls made through this package
+// (gateway.CallOptions.Front): audit records and reviews show "llm".
+const FrontName = "llm"
+
+// Defaults for Options.
+const (
+	// DefaultTimeout is each call's deadline when Options.Timeout is zero.
+	DefaultTimeout = 30 * time.Second
+	// DefaultParallel is how many calls of one request run at once when
+	// Options.Parallel is zero.
+	DefaultParallel = 8
+)
+
+// Options configure a Handler. Gateway is required.
+type Options struct {
+	// Gateway lists and calls the tools.
+	Gateway *gateway.Gateway
+	// MaxBodyBytes caps request bodies (default httpx.DefaultMaxBodyBytes).
+	MaxBodyBytes int64
+	// Timeout is each tool call's deadline (default DefaultTimeout).
+	Timeout time.Duration
+	// Parallel bounds the calls of one request running at once (default
+	// DefaultParallel).
+	Parallel int
+	// Logger receives internal errors; nil discards them.
+	Logger *slog.Logger
+}
+
+// Handler serves the LLM adapter routes. Create it with New and mount it
+// with Register.
+type Handler struct {
+	g        *gateway.Gateway
+	maxBody  int64
+	timeout  time.Duration
+	parallel int
+	log      *slog.Logger
+}
+
+// New returns the Handler for opts.
+func New(opts Options) *Handler {
+	h := &Handler{g: opts.Gateway, maxBody: opts.MaxBodyBytes, timeout: opts.Timeout, parallel: opts.Parallel, log: opts.Logger}
+	if h.maxBody <= 0 {
+		h.maxBody = httpx.DefaultMaxBodyBytes
+	}
+	if h.timeout <= 0 {
+		h.timeout = DefaultTimeout
+	}
+	if h.parallel <= 0 {
+		h.parallel = DefaultParallel
+	}
+	if h.log == nil {
+		h.log = slog.New(slog.DiscardHandler)
+	}
+	return h
+}
+
+// Register mounts GET /v1/export/{provider} and POST
+// /v1/llm/{provider}/tool_calls on rt, each wrapped by wrap (the API-key
+// middleware; nil for none).
+func (h *Handler) Register(rt *httpx.Router, wrap func(http.Handler) http.Handler) {
+	if wrap == nil {
+		wrap = func(next http.Handler) http.Handler { return next }
+	}
+	rt.Handle("GET /v1/export/{provider}", wrap(http.HandlerFunc(h.export)))
+	rt.Handle("POST /v1/llm/{provider}/tool_calls", wrap(http.HandlerFunc(h.toolCalls)))
+}
+
+func provider(r *http.Request) (Provider, error) {
+	p, err := ParseProvider(r.PathValue("provider"))
+	if err != nil {
+		return "", httpx.Errorf(utcp.CodeNotFound, "%v", err).WithDetail("provider", r.PathValue("provider"))
+	}
+	return p, nil
+}
+
+// namesOf computes the name mapping over every registered tool.
+func namesOf(g *gateway.Gateway) *Names {
+	all := g.ListTools()
+	qs := make([]string, len(all))
+	for i, t := range all {
+		qs[i] = t.Name
+	}
+	return NewNames(qs)
+}
+
+// ExportQuery is what GET /v1/export/{provider} and `utcpd tools export`
+// select: the tools matching Q and Tags (search_tools), at most Limit
+// (0: all), and the options.
+type ExportQuery struct {
+	// Q is the search query; empty selects every tool.
+	Q string
+	// Tags keep tools with at least one of them.
+	Tags []string
+	// Limit caps the number of tools; 0 means no limit.
+	Limit int
+	// Options are the export options.
+	Options ExportOptions
+}
+
+// ExportTools selects the tools of g by q and exports them in p's format,
+// named by the mapping over every registered tool (so that execution
+// finds them).
+func ExportTools(g *gateway.Gateway, p Provider, q ExportQuery) (json.RawMessage, error) {
+	var tools []*utcp.Tool
+	if q.Q == "" && len(q.Tags) == 0 {
+		tools = g.ListTools()
+		if q.Limit > 0 && len(tools) > q.Limit {
+			tools = tools[:q.Limit]
+		}
+	} else {
+		tools = g.SearchTools(q.Q, q.Limit, q.Tags)
+	}
+	return Export(p, tools, namesOf(g), q.Options)
+}
+
+func (h *Handler) export(w http.ResponseWriter, r *http.Request) {
+	p, err := provider(r)
+	if err != nil {
+		httpx.Logged(h.log, w, r, err)
+		return
+	}
+	v := r.URL.Query()
+	q := ExportQuery{Q: v.Get("q")}
+	if s := v.Get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 0 {
+			httpx.Logged(h.log, w, r, httpx.Errorf(utcp.CodeInvalidRequest, "limit must be a non-negative integer, got %q", s).WithDetail("parameter", "limit"))
+			return
+		}
+		q.Limit = n
+	}
+	if s := v.Get("strict"); s != "" {
+		b, err := strconv.ParseBool(s)
+		if err != nil {
+			httpx.Logged(h.log, w, r, httpx.Errorf(utcp.CodeInvalidRequest, "strict must be true or false, got %q", s).WithDetail("parameter", "strict"))
+			return
+		}
+		q.Options.Strict = b
+	}
+	for _, s := range v["tags"] {
+		for t := range strings.SplitSeq(s, ",") {
+			if t = strings.TrimSpace(t); t != "" {
+				q.Tags = append(q.Tags, t)
+			}
+		}
+	}
+	out, err := ExportTools(h.g, p, q)
+	if err != nil {
+		httpx.Logged(h.log, w, r, httpx.Errorf(utcp.CodeInternal, "exporting the tools: %v", err))
+		return
+	}
+	httpx.WriteRaw(w, http.StatusOK, "application/json", out)
+}
+
+func (h *Handler) toolCalls(w http.ResponseWriter, r *http.Request) {
+	p, err := provider(r)
+	if err != nil {
+		httpx.Logged(h.log, w, r, err)
+		return
+	}
+	buf := httpx.GetBuffer()
+	defer httpx.PutBuffer(buf)
+	if err := httpx.ReadBody(w, r, h.maxBody, buf); err != nil {
+		httpx.Logged(h.log, w, r, err)
+		return
+	}
+	if buf.Len() == 0 {
+		httpx.Logged(h.log, w, r, httpx.Errorf(utcp.CodeInvalidRequest, "the body is empty: send the model's response or assistant message"))
+		return
+	}
+	req, err := ParseRequest(p, buf.Bytes())
+	if err != nil {
+		httpx.Logged(h.log, w, r, err)
+		return
+	}
+	outs := h.Run(r.Context(), req.Calls, httpx.Principal(r.Context()))
+	reply, err := Reply(p, req, outs)
+	if err != nil {
+		httpx.Logged(h.log, w, r, httpx.Errorf(utcp.CodeInternal, "%v", err))
+		return
+	}
+	httpx.WriteJSON(w, http.StatusOK, reply)
+}
+
+// Run runs calls through the gateway in parallel (at most
+// Options.Parallel at once), as principal with front FrontName, and
+// returns their outcomes in order. A function name outside the mapping,
+// unusable arguments, and every failure of the call become the call's
+// Outcome.Err.
+func (h *Handler) Run(ctx context.Context, calls []Call, principal string) []Outcome {
+	outs := make([]Outcome, len(calls))
+	if len(calls) == 0 {
+		return outs
+	}
+	names := namesOf(h.g)
+	sem := make(chan struct{}, h.parallel)
+	var wg sync.WaitGroup
+	for i, c := range calls {
+		if c.ArgsErr != nil {
+			outs[i].Err = utcp.NewError(utcp.CodeInvalidArguments, "%s: %v", c.Name, c.ArgsErr)
+			continue
+		}
+		q, ok := names.Qualified(c.Name)
+		if !ok {
+			outs[i].Err = utcp.NewError(utcp.CodeToolNotFound, "unknown tool %q", c.Name)
+			continue
+		}
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			res, err := h.g.CallTool(ctx, q, c.Args, gateway.CallOptions{Principal: principal, Front: FrontName, Timeout: h.timeout})
+			if err != nil {
+				outs[i].Err = err
+				return
+			}
+			outs[i].Value = res.Value
+		})
+	}
+	wg.Wait()
+	return outs
+}
