@@ -8,11 +8,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
-	"mime"
 	nethttp "net/http"
 	"net/url"
-	"sort"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -264,7 +261,7 @@ func prepare(spec *Template, auth *utcp.Auth, args map[string]any) (*request, er
 			continue
 		}
 		delete(rest, name)
-		s, ok := stringify(v)
+		s, ok := transports.ArgString(v)
 		if !ok {
 			continue
 		}
@@ -276,7 +273,7 @@ func prepare(spec *Template, auth *utcp.Auth, args map[string]any) (*request, er
 	var body []byte
 	if v, ok := rest[spec.BodyField]; ok {
 		delete(rest, spec.BodyField)
-		b, err := encodeBody(spec.ContentType, v)
+		b, err := transports.EncodeBody(spec.ContentType, v)
 		if err != nil {
 			return nil, utcp.NewError(utcp.CodeInvalidArguments, "argument %q: cannot encode the body: %v", spec.BodyField, err).WithDetail("argument", spec.BodyField)
 		}
@@ -296,7 +293,7 @@ func prepare(spec *Template, auth *utcp.Auth, args map[string]any) (*request, er
 	if err := transports.CheckURL(u, spec.AllowInsecure); err != nil {
 		return nil, err
 	}
-	if q := encodeQuery(rest); q != "" {
+	if q := transports.EncodeQuery(rest); q != "" {
 		if u.RawQuery != "" {
 			u.RawQuery += "&" + q
 		} else {
@@ -318,7 +315,7 @@ func fillPlaceholders(raw string, args map[string]any) (string, error) {
 	for _, m := range placeholder.FindAllStringSubmatchIndex(raw, -1) {
 		name := raw[m[2]:m[3]]
 		v, ok := args[name]
-		s, present := stringify(v)
+		s, present := transports.ArgString(v)
 		if !ok || !present {
 			missing = append(missing, name)
 			continue
@@ -351,131 +348,6 @@ func quoteAll(s []string) []string {
 	return out
 }
 
-// encodeQuery renders args as a query string, keys sorted; nil values are
-// left out.
-func encodeQuery(args map[string]any) string {
-	keys := make([]string, 0, len(args))
-	for k := range args {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	var b strings.Builder
-	for _, k := range keys {
-		s, ok := stringify(args[k])
-		if !ok {
-			continue
-		}
-		if b.Len() > 0 {
-			b.WriteByte('&')
-		}
-		b.WriteString(url.QueryEscape(k))
-		b.WriteByte('=')
-		b.WriteString(url.QueryEscape(s))
-	}
-	return b.String()
-}
-
-// stringify renders an argument for a URL or header: strings as they are,
-// numbers in plain decimal (no exponent; integral values without a
-// fraction), booleans as true/false, objects and arrays as JSON. It
-// reports false for nil, which is left out.
-func stringify(v any) (string, bool) {
-	switch x := v.(type) {
-	case nil:
-		return "", false
-	case string:
-		return x, true
-	case bool:
-		return strconv.FormatBool(x), true
-	case json.Number:
-		if strings.ContainsAny(string(x), "eE") {
-			if f, err := x.Float64(); err == nil {
-				return formatFloat(f), true
-			}
-		}
-		return string(x), true
-	case float64:
-		return formatFloat(x), true
-	case float32:
-		return formatFloat(float64(x)), true
-	case int:
-		return strconv.Itoa(x), true
-	case int8, int16, int32, int64, uint, uint8, uint16, uint32, uint64:
-		return fmt.Sprint(x), true
-	case json.RawMessage:
-		var s string
-		if json.Unmarshal(x, &s) == nil {
-			return s, true
-		}
-		var buf bytes.Buffer
-		if json.Compact(&buf, x) == nil {
-			return buf.String(), true
-		}
-		return string(x), true
-	}
-	b, err := marshal(v)
-	if err != nil {
-		return fmt.Sprint(v), true
-	}
-	return string(b), true
-}
-
-func formatFloat(f float64) string {
-	if math.IsInf(f, 0) || math.IsNaN(f) {
-		return strconv.FormatFloat(f, 'g', -1, 64)
-	}
-	return strconv.FormatFloat(f, 'f', -1, 64)
-}
-
-// marshal is json.Marshal without HTML escaping and without the trailing
-// newline.
-func marshal(v any) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
-}
-
-func mediaType(ct string) string {
-	mt, _, err := mime.ParseMediaType(ct)
-	if err != nil {
-		mt = strings.ToLower(strings.TrimSpace(strings.Split(ct, ";")[0]))
-	}
-	return mt
-}
-
-func isJSON(ct string) bool {
-	mt := mediaType(ct)
-	return mt == "application/json" || strings.HasSuffix(mt, "+json")
-}
-
-// encodeBody renders the body argument for the content type.
-func encodeBody(contentType string, v any) ([]byte, error) {
-	if isJSON(contentType) {
-		if raw, ok := v.(json.RawMessage); ok {
-			return raw, nil
-		}
-		return marshal(v)
-	}
-	switch x := v.(type) {
-	case string:
-		return []byte(x), nil
-	case []byte:
-		return x, nil
-	case map[string]any:
-		if mediaType(contentType) == "application/x-www-form-urlencoded" {
-			return []byte(encodeQuery(x)), nil
-		}
-	}
-	if s, ok := stringify(v); ok {
-		return []byte(s), nil
-	}
-	return []byte{}, nil
-}
-
 // decodeBody turns a response body into the call's value.
 func decodeBody(contentType string, body []byte) any {
 	if len(bytes.TrimSpace(body)) == 0 {
@@ -484,7 +356,7 @@ func decodeBody(contentType string, body []byte) any {
 		}
 		return string(body)
 	}
-	if isJSON(contentType) {
+	if transports.IsJSONMediaType(contentType) {
 		dec := json.NewDecoder(bytes.NewReader(body))
 		dec.UseNumber()
 		var v any
