@@ -7,10 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"regexp"
-	"sort"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -318,10 +315,6 @@ func checkHost(t *Template) error {
 
 func joinHostPort(host string, port int) string { return net.JoinHostPort(host, strconv.Itoa(port)) }
 
-// placeholderRE matches UTCP_ARG_<name>_UTCP_END and python-utcp's
-// UTCP_ARG_<name>_UTCP_ARG.
-var placeholderRE = regexp.MustCompile(`UTCP_ARG_([A-Za-z0-9_.\-]+?)_UTCP_(?:END|ARG)`)
-
 // RenderRequest builds the request payload of a call without the
 // envelope: format json is the arguments as a compact JSON object; format
 // text replaces each UTCP_ARG_<name>_UTCP_END (or _UTCP_ARG) placeholder
@@ -330,37 +323,5 @@ var placeholderRE = regexp.MustCompile(`UTCP_ARG_([A-Za-z0-9_.\-]+?)_UTCP_(?:END
 // argument values by spaces in the order of their names. A placeholder
 // naming a missing argument is an invalid_arguments error naming it.
 func RenderRequest(format, tmpl string, args map[string]any) ([]byte, error) {
-	if format != RequestText {
-		if args == nil {
-			args = map[string]any{}
-		}
-		return transports.MarshalJSON(args)
-	}
-	if tmpl == "" {
-		names := make([]string, 0, len(args))
-		for k := range args {
-			names = append(names, k)
-		}
-		sort.Strings(names)
-		parts := make([]string, 0, len(names))
-		for _, k := range names {
-			if s, ok := transports.ArgString(args[k]); ok {
-				parts = append(parts, s)
-			}
-		}
-		return []byte(strings.Join(parts, " ")), nil
-	}
-	var missing error
-	out := placeholderRE.ReplaceAllStringFunc(tmpl, func(m string) string {
-		name := placeholderRE.FindStringSubmatch(m)[1]
-		s, ok := transports.ArgString(args[name])
-		if !ok && missing == nil {
-			missing = utcp.NewError(utcp.CodeInvalidArguments, "tcp: request_data_template needs argument %q, which the call does not have", name).WithDetail("missing", []string{name})
-		}
-		return s
-	})
-	if missing != nil {
-		return nil, missing
-	}
-	return []byte(out), nil
+	return transports.RenderSocketRequest("tcp", format, tmpl, args)
 }

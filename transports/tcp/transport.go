@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -16,7 +15,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
 	"github.com/utcpd/utcpd/manuals"
 	"github.com/utcpd/utcpd/transports"
@@ -83,15 +81,7 @@ type Frame struct {
 }
 
 // WireError is the error object of an error frame.
-type WireError struct {
-	// Code is "tool_error" (the default), "tool_not_found",
-	// "invalid_arguments", "invalid_request" or "unsupported".
-	Code string `json:"code,omitempty"`
-	// Message says what went wrong.
-	Message string `json:"message"`
-	// Data is the tool's own error payload, if any.
-	Data any `json:"data,omitempty"`
-}
+type WireError = transports.WireError
 
 // Framing delimits frames on a byte stream, in both directions. The zero
 // value is FramingStream.
@@ -436,7 +426,7 @@ func (t *Transport) discover(ctx context.Context, manual string, spec *Template)
 	case FrameManual:
 		raw = head.Manual
 	case FrameError:
-		return nil, fail("the server offers no manual: %s", decodeWireError(head.Error).Message)
+		return nil, fail("the server offers no manual: %s", transports.DecodeWireError(head.Error).Message)
 	case "":
 	default:
 		return nil, fail("the server answered a %q frame, not a manual", head.Type)
@@ -470,7 +460,7 @@ func (t *Transport) CallTool(ctx context.Context, call *utcp.Call) (*utcp.Result
 		if err != nil {
 			return nil, err
 		}
-		v, err := convert(x.spec.responseFormat(), data)
+		v, err := transports.ConvertResponse("tcp", x.spec.responseFormat(), data)
 		if err != nil {
 			return nil, err
 		}
@@ -487,14 +477,14 @@ func (t *Transport) CallTool(ctx context.Context, call *utcp.Call) (*utcp.Result
 		switch f.Type {
 		case FrameResult:
 			x.finish(true)
-			return &utcp.Result{Value: decodeValue(f.Result)}, nil
+			return &utcp.Result{Value: transports.DecodeOptionalJSON(f.Result)}, nil
 		case FrameEvent:
 			size += int64(len(f.Data))
 			if size > x.spec.maxResponse() {
 				x.finish(false)
 				return nil, transports.TooLarge(x.spec.maxResponse())
 			}
-			events = append(events, decodeValue(f.Data))
+			events = append(events, transports.DecodeOptionalJSON(f.Data))
 		case FrameEnd:
 			x.finish(true)
 			if events == nil {
@@ -503,7 +493,7 @@ func (t *Transport) CallTool(ctx context.Context, call *utcp.Call) (*utcp.Result
 			return &utcp.Result{Value: events}, nil
 		case FrameError:
 			x.finish(true)
-			return nil, callError(decodeWireError(f.Error))
+			return nil, transports.DecodeWireError(f.Error).CallError("tcp")
 		}
 	}
 }
@@ -761,82 +751,11 @@ func (x *exchange) next() (*wireFrame, error) {
 		default:
 			return nil, &utcp.TransportError{Err: fmt.Errorf("tcp: %s answered a frame of unknown type %q", x.spec.addr(), f.Type)}
 		}
-		if frameID(f.ID) != x.id {
+		if transports.FrameID(f.ID) != x.id {
 			continue // a late answer for an earlier call
 		}
 		return &f, nil
 	}
-}
-
-func frameID(raw json.RawMessage) string {
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		return s
-	}
-	return string(bytes.TrimSpace(raw))
-}
-
-func decodeValue(raw json.RawMessage) any {
-	if len(raw) == 0 {
-		return nil
-	}
-	v, _ := transports.DecodeJSONValue(raw)
-	return v
-}
-
-func decodeWireError(raw json.RawMessage) *WireError {
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		return &WireError{Message: s}
-	}
-	var e struct {
-		Code    string          `json:"code"`
-		Message string          `json:"message"`
-		Data    json.RawMessage `json:"data"`
-	}
-	if json.Unmarshal(raw, &e) != nil {
-		return &WireError{Message: string(bytes.TrimSpace(raw))}
-	}
-	return &WireError{Code: e.Code, Message: e.Message, Data: decodeValue(e.Data)}
-}
-
-// callError turns an error frame into the call's error.
-func callError(e *WireError) error {
-	msg := e.Message
-	if msg == "" {
-		msg = "the tool reported an error"
-	}
-	switch e.Code {
-	case "tool_not_found":
-		return utcp.Errorf(utcp.CodeToolNotFound, "tcp: %s: %w", msg, transports.ErrToolNotFound)
-	case "invalid_request":
-		return &utcp.TransportError{Err: fmt.Errorf("tcp: the server refused the request: %s", msg)}
-	}
-	return &utcp.ToolError{Message: msg, Value: e.Data}
-}
-
-// convert turns an answer that is not an envelope into a value by
-// response_format.
-func convert(format string, data []byte) (any, error) {
-	switch format {
-	case FormatJSON:
-		v, ok := transports.DecodeJSONValue(data)
-		if !ok {
-			return nil, &utcp.TransportError{Err: fmt.Errorf("tcp: response_format is json but the answer is not JSON: %s", transports.Excerpt(data))}
-		}
-		return v, nil
-	case FormatText:
-		return string(data), nil
-	case FormatRaw:
-		return base64.StdEncoding.EncodeToString(data), nil
-	}
-	if v, ok := transports.DecodeJSONValue(data); ok {
-		return v, nil
-	}
-	if utf8.Valid(data) {
-		return string(data), nil
-	}
-	return base64.StdEncoding.EncodeToString(data), nil
 }
 
 // stream is one envelope call read event by event.
@@ -869,15 +788,15 @@ func (s *stream) Recv() (*utcp.Event, error) {
 	}
 	switch f.Type {
 	case FrameEvent:
-		return &utcp.Event{Type: f.Event, Data: decodeValue(f.Data)}, nil
+		return &utcp.Event{Type: f.Event, Data: transports.DecodeOptionalJSON(f.Data)}, nil
 	case FrameResult:
 		s.end(io.EOF, true)
-		return &utcp.Event{Data: decodeValue(f.Result)}, nil
+		return &utcp.Event{Data: transports.DecodeOptionalJSON(f.Result)}, nil
 	case FrameEnd:
 		s.end(io.EOF, true)
 		return nil, io.EOF
 	}
-	err = callError(decodeWireError(f.Error))
+	err = transports.DecodeWireError(f.Error).CallError("tcp")
 	s.end(err, true)
 	return nil, err
 }

@@ -5,10 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"regexp"
-	"sort"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/utcpd/utcpd/transports"
@@ -220,10 +217,6 @@ func checkHost(t *Template) error {
 	return utcp.NewError(utcp.CodeInvalidTemplate, "udp: host %q is not loopback: UDP carries no TLS, so utcpd reaches only localhost, 127.0.0.0/8 and ::1 unless the template sets \"allow_insecure\": true", t.Host).WithDetail("host", t.Host)
 }
 
-// placeholderRE matches UTCP_ARG_<name>_UTCP_END and python-utcp's
-// UTCP_ARG_<name>_UTCP_ARG.
-var placeholderRE = regexp.MustCompile(`UTCP_ARG_([A-Za-z0-9_.\-]+?)_UTCP_(?:END|ARG)`)
-
 // RenderRequest builds the request datagram of a call without the
 // envelope, exactly as tcp.RenderRequest does: format json is the
 // arguments as a compact JSON object; format text replaces each
@@ -232,37 +225,5 @@ var placeholderRE = regexp.MustCompile(`UTCP_ARG_([A-Za-z0-9_.\-]+?)_UTCP_(?:END
 // empty. A placeholder naming a missing argument is an invalid_arguments
 // error naming it.
 func RenderRequest(format, tmpl string, args map[string]any) ([]byte, error) {
-	if format != RequestText {
-		if args == nil {
-			args = map[string]any{}
-		}
-		return transports.MarshalJSON(args)
-	}
-	if tmpl == "" {
-		names := make([]string, 0, len(args))
-		for k := range args {
-			names = append(names, k)
-		}
-		sort.Strings(names)
-		parts := make([]string, 0, len(names))
-		for _, k := range names {
-			if s, ok := transports.ArgString(args[k]); ok {
-				parts = append(parts, s)
-			}
-		}
-		return []byte(strings.Join(parts, " ")), nil
-	}
-	var missing error
-	out := placeholderRE.ReplaceAllStringFunc(tmpl, func(m string) string {
-		name := placeholderRE.FindStringSubmatch(m)[1]
-		s, ok := transports.ArgString(args[name])
-		if !ok && missing == nil {
-			missing = utcp.NewError(utcp.CodeInvalidArguments, "udp: request_data_template needs argument %q, which the call does not have", name).WithDetail("missing", []string{name})
-		}
-		return s
-	})
-	if missing != nil {
-		return nil, missing
-	}
-	return []byte(out), nil
+	return transports.RenderSocketRequest("udp", format, tmpl, args)
 }
