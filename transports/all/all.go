@@ -15,5 +15,6 @@ import (
 	_ "github.com/utcpd/utcpd/transports/tcp"            // call_template_type "tcp"
 	_ "github.com/utcpd/utcpd/transports/text"           // call_template_type "text"
 	_ "github.com/utcpd/utcpd/transports/udp"            // call_template_type "udp"
+	_ "github.com/utcpd/utcpd/transports/webrtc"         // call_template_type "webrtc"
 	_ "github.com/utcpd/utcpd/transports/websocket"      // call_template_type "websocket"
 )

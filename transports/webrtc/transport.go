@@ -1,0 +1,956 @@
+package webrtc
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/pion/webrtc/v4"
+
+	"github.com/utcpd/utcpd/manuals"
+	"github.com/utcpd/utcpd/transports"
+	"github.com/utcpd/utcpd/utcp"
+)
+
+// Info describes the webrtc transport to a transports.Registry.
+var Info = transports.Info{
+	Type:          Type,
+	ParseTemplate: ParseTemplate,
+	New: func(opts transports.Options) (transports.Transport, error) {
+		t, err := New(opts)
+		if err != nil {
+			return nil, err
+		}
+		return t, nil
+	},
+	Template: new(Template),
+}
+
+func init() { transports.MustRegister(Info) }
+
+// Interface guards.
+var (
+	_ transports.Transport = (*Transport)(nil)
+	_ transports.Streamer  = (*Transport)(nil)
+)
+
+// Limits and timings of the webrtc transport.
+const (
+	// frameBuffer is how many messages wait for a slow caller before the
+	// data channel's reader blocks.
+	frameBuffer = 64
+	// firstRedialBackoff is the wait after the first failed connection
+	// attempt; it doubles with each further failure.
+	firstRedialBackoff = 100 * time.Millisecond
+	// maxRedialBackoff caps the wait between failed connection attempts.
+	maxRedialBackoff = 30 * time.Second
+	// maxSignalBytes caps one signaling message.
+	maxSignalBytes = 1 << 20
+	// controlTimeout bounds closing the signaling WebSocket.
+	controlTimeout = time.Second
+)
+
+// Config is the webrtc section of the daemon configuration
+// (transports.Options.Config). Every field is optional.
+type Config struct {
+	// Network restricts the addresses and network types ICE uses (its
+	// fields appear at the top level of the section: candidate_ips,
+	// network_types, mdns).
+	Network
+	// MaxMessageBytes caps one incoming message, chunks reassembled; 0
+	// means transports.DefaultMaxEventBytes (16 MiB). A larger message
+	// fails its call with payload_too_large.
+	MaxMessageBytes int64 `json:"max_message_bytes,omitempty"`
+	// MaxResponseBytes caps what CallTool collects from tool_event
+	// messages; 0 means transports.DefaultMaxResponseBytes (64 MiB).
+	MaxResponseBytes int64 `json:"max_response_bytes,omitempty"`
+	// MaxChunkBytes is the largest data-channel message utcpd sends;
+	// larger messages travel as chunks. 0 means DefaultMaxChunkBytes
+	// (16 KiB); at least 1024. The peer's advertised
+	// a=max-message-size lowers it further.
+	MaxChunkBytes int `json:"max_chunk_bytes,omitempty"`
+}
+
+// Transport is the webrtc transport. It keeps one peer connection with
+// one data channel per manual and connection settings, shared by that
+// manual's calls. It is safe for concurrent use.
+type Transport struct {
+	cfg    Config
+	api    *webrtc.API
+	client *http.Client // signaling requests
+	tokens transports.TokenSource
+	log    *slog.Logger
+
+	mu      sync.Mutex
+	closed  bool
+	slots   map[string]*slot        // by connKey
+	manuals map[string]*manualState // by manual name
+	peers   map[*peer]struct{}      // every peer connection not yet torn down
+	wg      sync.WaitGroup          // peer connection goroutines
+}
+
+// manualState is what the transport knows of a manual's registrations.
+type manualState struct {
+	refs         int  // RegisterManual calls not yet balanced by DeregisterManual
+	deregistered bool // calls fail until the next RegisterManual
+}
+
+// New returns a webrtc Transport configured by opts.Config (a Config,
+// may be empty). It uses opts.Tokens for oauth2 signaling auth, or a
+// token cache of its own when that is nil. Unknown configuration fields
+// are logged and ignored.
+func New(opts transports.Options) (*Transport, error) {
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	var cfg Config
+	if len(bytes.TrimSpace(opts.Config)) > 0 {
+		if err := json.Unmarshal(opts.Config, &cfg); err != nil {
+			return nil, utcp.NewError(utcp.CodeInvalidConfig, "webrtc transport configuration: %v", err)
+		}
+		var keys map[string]json.RawMessage
+		_ = json.Unmarshal(opts.Config, &keys)
+		for k := range keys {
+			if !slices.Contains(transports.FieldNames(&cfg), k) {
+				log.Warn("webrtc: unknown configuration field ignored", "field", k, "known", transports.FieldNames(&cfg))
+			}
+		}
+	}
+	if cfg.MaxMessageBytes < 0 || cfg.MaxResponseBytes < 0 || cfg.MaxChunkBytes < 0 {
+		return nil, utcp.NewError(utcp.CodeInvalidConfig, "webrtc transport configuration: limits must not be negative")
+	}
+	if cfg.MaxChunkBytes != 0 && cfg.MaxChunkBytes < minChunkBytes {
+		return nil, utcp.NewError(utcp.CodeInvalidConfig, "webrtc transport configuration: max_chunk_bytes must be at least %d", minChunkBytes)
+	}
+	if cfg.MaxMessageBytes == 0 {
+		cfg.MaxMessageBytes = transports.DefaultMaxEventBytes
+	}
+	if cfg.MaxResponseBytes == 0 {
+		cfg.MaxResponseBytes = transports.DefaultMaxResponseBytes
+	}
+	if cfg.MaxChunkBytes == 0 {
+		cfg.MaxChunkBytes = DefaultMaxChunkBytes
+	}
+	api, err := cfg.Network.API()
+	if err != nil {
+		return nil, utcp.NewError(utcp.CodeInvalidConfig, "webrtc transport configuration: %v", err)
+	}
+	t := &Transport{
+		cfg:     cfg,
+		api:     api,
+		client:  transports.NewHTTPClient(transports.ClientOptions{}),
+		tokens:  opts.Tokens,
+		log:     log,
+		slots:   map[string]*slot{},
+		manuals: map[string]*manualState{},
+		peers:   map[*peer]struct{}{},
+	}
+	if t.tokens == nil {
+		t.tokens = transports.NewTokenCache(nil)
+	}
+	return t, nil
+}
+
+var (
+	// errClosed refuses calls after Close and fails the calls Close cuts.
+	errClosed = utcp.NewError(utcp.CodeUnavailable, "webrtc: transport closed")
+	// errStreamClosed ends a stream its caller closed.
+	errStreamClosed = utcp.NewError(utcp.CodeCanceled, "webrtc: stream closed")
+	// errDone closes a peer connection opened by a discovery that failed.
+	errDone = &utcp.TransportError{Err: errors.New("webrtc: peer connection closed: no call needs it")}
+)
+
+func errDeregistered(manual string) error {
+	return utcp.Errorf(utcp.CodeManualNotFound, "webrtc: manual %q was deregistered: %w", manual, transports.ErrNotRegistered).WithDetail("manual", manual)
+}
+
+// Close closes every peer connection (calls in flight fail with code
+// unavailable), waits until pion's goroutines of those connections have
+// ended, and refuses later calls. It is idempotent.
+func (t *Transport) Close() error {
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return nil
+	}
+	t.closed = true
+	peers := make([]*peer, 0, len(t.peers))
+	for p := range t.peers {
+		peers = append(peers, p)
+	}
+	t.slots = map[string]*slot{}
+	t.mu.Unlock()
+	for _, p := range peers {
+		p.fail(errClosed)
+	}
+	t.wg.Wait()
+	t.client.CloseIdleConnections()
+	return nil
+}
+
+// DeregisterManual balances one RegisterManual of tmpl's manual. When none
+// is left, it closes the manual's peer connections, waiting until their
+// goroutines have ended (or ctx ends), and later calls of the manual fail
+// with manual_not_found until it is registered again. It is idempotent.
+func (t *Transport) DeregisterManual(ctx context.Context, tmpl *utcp.CallTemplate) error {
+	if tmpl == nil {
+		return nil
+	}
+	name := tmpl.Name
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return nil
+	}
+	st := t.manuals[name]
+	if st == nil {
+		st = &manualState{}
+		t.manuals[name] = st
+	}
+	if st.refs > 0 {
+		st.refs--
+	}
+	if st.refs > 0 {
+		t.mu.Unlock()
+		return nil
+	}
+	st.deregistered = true
+	victims := t.takeSlots(name)
+	t.mu.Unlock()
+	closeSlots(ctx, victims, errDeregistered(name))
+	return nil
+}
+
+// takeSlots removes and returns the slots of manual. t.mu must be held.
+func (t *Transport) takeSlots(manual string) []*slot {
+	var out []*slot
+	for k, s := range t.slots {
+		if s.manual == manual {
+			out = append(out, s)
+			delete(t.slots, k)
+		}
+	}
+	return out
+}
+
+// closeSlots closes the peer connections of slots and waits until they
+// are torn down (or ctx ends).
+func closeSlots(ctx context.Context, slots []*slot, why error) {
+	for _, s := range slots {
+		s.mu.Lock()
+		p := s.peer
+		s.peer = nil
+		s.mu.Unlock()
+		if p == nil {
+			continue
+		}
+		p.fail(why)
+		select {
+		case <-p.done:
+		case <-ctx.Done():
+		}
+	}
+}
+
+// RegisterManual connects to the manual template's peer (signaling, ICE,
+// DTLS, the data channel) and asks it for its manual: it sends
+// {"type":"utcp","id":...} and accepts {"type":"manual","id":...,
+// "manual":{...}} (or a bare UTCP manual object), read with
+// manuals.ParseManual. A signaling server that cannot be reached, refuses
+// the offer or answers something unusable, a tool_error answer, or no
+// answer within the template's timeout is discovery_failed; a connection
+// that does not open within connect_timeout is timeout; a URL refused by
+// transports.CheckURL is invalid_template. Success counts one
+// registration of the manual (see DeregisterManual) and keeps the peer
+// connection open for its calls.
+func (t *Transport) RegisterManual(ctx context.Context, tmpl *utcp.CallTemplate) (*utcp.Manual, error) {
+	spec, auth, err := specOf(tmpl)
+	if err != nil {
+		return nil, err
+	}
+	m, err := t.discover(ctx, tmpl.Name, spec, auth)
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return nil, errClosed
+	}
+	st := t.manuals[tmpl.Name]
+	if err == nil {
+		if st == nil {
+			st = &manualState{}
+			t.manuals[tmpl.Name] = st
+		}
+		st.refs++
+		st.deregistered = false
+		t.mu.Unlock()
+		return m, nil
+	}
+	var victims []*slot
+	if st == nil || st.refs == 0 {
+		victims = t.takeSlots(tmpl.Name) // do not keep a connection nobody registered
+	}
+	t.mu.Unlock()
+	closeSlots(ctx, victims, errDone)
+	return nil, err
+}
+
+func (t *Transport) discover(ctx context.Context, manual string, spec *Template, auth *utcp.Auth) (*utcp.Manual, error) {
+	fail := func(format string, args ...any) *utcp.Error {
+		return utcp.Errorf(utcp.CodeDiscoveryFailed, "webrtc discovery of manual %q from peer %q via %s: "+format,
+			append([]any{manual, spec.PeerID, spec.redacted()}, args...)...)
+	}
+	wrap := func(err error) error {
+		var uerr *utcp.Error
+		if ctx.Err() != nil || errors.As(err, &uerr) && uerr.Code != utcp.CodeTransportError {
+			return err
+		}
+		return fail("%w", err)
+	}
+	p, err := t.acquire(ctx, manual, spec, auth, true)
+	if err != nil {
+		return nil, wrap(err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, spec.timeout())
+	defer cancel()
+	pd, err := p.open(true)
+	if err != nil {
+		return nil, wrap(err)
+	}
+	defer p.forget(pd)
+	req, _ := json.Marshal(Message{Type: TypeDiscover, ID: pd.id})
+	if err := p.send(req, pd.id); err != nil {
+		return nil, wrap(err)
+	}
+	m, err := p.await(ctx, pd)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, fail("no manual within %v: %w", spec.timeout(), context.Cause(ctx))
+		}
+		return nil, wrap(err)
+	}
+	switch m.typ {
+	case TypeManual:
+		man, warnings, err := manuals.ParseManual(m.manual)
+		if err != nil {
+			return nil, fail("the peer's manual: %w", err)
+		}
+		for _, w := range warnings {
+			t.log.Warn("manual served with problems", "manual", manual, "peer_id", spec.PeerID, "warning", w.String())
+		}
+		return man, nil
+	case TypeToolError:
+		return nil, fail("the peer offers no manual: %s", m.err.Message).WithDetail("peer_code", m.err.Code)
+	case typeFailed:
+		return nil, wrap(m.fail)
+	}
+	return nil, fail("the peer answered a %q message, not a manual", m.typ)
+}
+
+// CallTool runs one tool call and waits for its whole result: it sends
+// {"type":"tool_call","id","tool","inputs"} and returns the output of
+// the tool_response, or, when the tool_response carries no output, the
+// events of the tool_event messages before it as a list. A tool_error is
+// a *utcp.ToolError (tool_not_found when its code says so). A peer
+// connection that fails or a data channel that closes while the call
+// runs is a *utcp.TransportError (the next call reconnects); a call after
+// DeregisterManual is manual_not_found; the end of ctx or of the
+// template's timeout returns the context's error, after sending
+// {"type":"cancel","id"} to the peer.
+func (t *Transport) CallTool(ctx context.Context, call *utcp.Call) (*utcp.Result, error) {
+	s, err := t.start(ctx, call)
+	if err != nil {
+		return nil, err
+	}
+	defer s.Close()
+	list := []any{}
+	var total int64
+	for {
+		m, err := s.next()
+		if err != nil {
+			return nil, err
+		}
+		switch m.typ {
+		case TypeToolResponse:
+			s.finish(io.EOF)
+			if m.hasOutput || len(list) == 0 {
+				return &utcp.Result{Value: m.value}, nil
+			}
+			return &utcp.Result{Value: list}, nil
+		case TypeToolEvent:
+			total += int64(m.size)
+			if total > t.cfg.MaxResponseBytes {
+				return nil, transports.TooLarge(t.cfg.MaxResponseBytes)
+			}
+			list = append(list, m.value)
+		}
+	}
+}
+
+// CallToolStream starts one call and returns its events as they arrive:
+// each tool_event is an event, a tool_response with an output is one
+// last event, and the tool_response ends the stream (io.EOF); a
+// tool_error ends it with a *utcp.ToolError. Closing the stream early
+// sends {"type":"cancel","id"}. Errors are those of CallTool.
+func (t *Transport) CallToolStream(ctx context.Context, call *utcp.Call) (transports.Stream, error) {
+	return t.start(ctx, call)
+}
+
+// start sends the tool_call of call and returns the stream of its
+// answers.
+func (t *Transport) start(ctx context.Context, call *utcp.Call) (*stream, error) {
+	if call == nil {
+		return nil, utcp.NewError(utcp.CodeInvalidRequest, "webrtc: no call")
+	}
+	spec, auth, err := specOf(call.Template)
+	if err != nil {
+		return nil, err
+	}
+	args := call.Arguments
+	if args == nil {
+		args = map[string]any{}
+	}
+	for attempt := 0; ; attempt++ {
+		p, err := t.acquire(ctx, call.Manual, spec, auth, false)
+		if err != nil {
+			return nil, err
+		}
+		pd, err := p.open(false)
+		if errors.Is(err, errPeerGone) && attempt == 0 {
+			continue // the connection closed under us: take a fresh one
+		}
+		if err != nil {
+			return nil, err
+		}
+		cctx, cancel := context.WithTimeout(ctx, spec.timeout())
+		s := &stream{p: p, pd: pd, ctx: cctx, cancel: cancel}
+		payload, err := transports.MarshalJSON(toolCall{Type: TypeToolCall, ID: pd.id, Tool: call.Name, Inputs: args})
+		if err != nil {
+			s.Close()
+			return nil, utcp.NewError(utcp.CodeInvalidArguments, "webrtc: cannot encode the arguments: %v", err)
+		}
+		if err := p.send(payload, pd.id); err != nil {
+			s.finish(err)
+			s.Close()
+			return nil, err
+		}
+		return s, nil
+	}
+}
+
+// toolCall is the tool_call message as utcpd sends it: inputs always
+// present, {} when the call has no arguments.
+type toolCall struct {
+	Type   string         `json:"type"`
+	ID     string         `json:"id"`
+	Tool   string         `json:"tool"`
+	Inputs map[string]any `json:"inputs"`
+}
+
+// slot holds the shared peer connection of one manual and connection
+// settings, and the state of reconnecting it.
+type slot struct {
+	key, manual string
+
+	mu       sync.Mutex
+	peer     *peer
+	dialing  chan struct{} // closed when the dial under way ends
+	failures int           // failed dials in a row
+	retryAt  time.Time     // no dial before this after a failure
+	lastErr  error
+}
+
+// acquire returns the manual's shared peer connection, connecting when
+// there is none (waiting out the backoff after failed attempts).
+// discovering lets RegisterManual reach a deregistered manual.
+func (t *Transport) acquire(ctx context.Context, manual string, spec *Template, auth *utcp.Auth, discovering bool) (*peer, error) {
+	key := connKey(manual, spec, auth)
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return nil, errClosed
+	}
+	if st := t.manuals[manual]; !discovering && st != nil && st.deregistered {
+		t.mu.Unlock()
+		return nil, errDeregistered(manual)
+	}
+	s := t.slots[key]
+	if s == nil {
+		s = &slot{key: key, manual: manual}
+		t.slots[key] = s
+	}
+	t.mu.Unlock()
+	for {
+		s.mu.Lock()
+		if p := s.peer; p != nil && !p.isClosing() {
+			s.mu.Unlock()
+			return p, nil
+		}
+		if ch := s.dialing; ch != nil {
+			s.mu.Unlock()
+			select {
+			case <-ch:
+				continue
+			case <-ctx.Done():
+				return nil, ctxError(ctx, spec)
+			}
+		}
+		if wait := time.Until(s.retryAt); wait > 0 {
+			last := s.lastErr
+			s.mu.Unlock()
+			if dl, ok := ctx.Deadline(); ok && time.Until(dl) < wait {
+				return nil, fmt.Errorf("%w (the next connection attempt is in %v)", last, wait.Round(time.Millisecond))
+			}
+			timer := time.NewTimer(wait)
+			select {
+			case <-timer.C:
+				continue
+			case <-ctx.Done():
+				timer.Stop()
+				return nil, ctxError(ctx, spec)
+			}
+		}
+		ch := make(chan struct{})
+		s.dialing = ch
+		s.mu.Unlock()
+		p, err := t.dial(ctx, spec, auth, s)
+		s.mu.Lock()
+		s.dialing = nil
+		close(ch)
+		if err != nil {
+			var uerr *utcp.Error
+			if ctx.Err() == nil && !(errors.As(err, &uerr) && (uerr.Code == utcp.CodeInvalidTemplate || uerr.Code == utcp.CodeUnavailable || uerr.Code == utcp.CodeManualNotFound)) {
+				s.failures++
+				s.retryAt = time.Now().Add(min(firstRedialBackoff<<min(s.failures-1, 16), maxRedialBackoff))
+				s.lastErr = err
+			}
+			s.mu.Unlock()
+			return nil, err
+		}
+		s.failures, s.retryAt, s.lastErr = 0, time.Time{}, nil
+		s.peer = p
+		s.mu.Unlock()
+		return p, nil
+	}
+}
+
+// ctxError is the error for a call whose context ended.
+func ctxError(ctx context.Context, spec *Template) error {
+	return fmt.Errorf("webrtc peer %q via %s: %w", spec.PeerID, spec.redacted(), context.Cause(ctx))
+}
+
+// peer is one peer connection, its data channel, and the calls on it.
+type peer struct {
+	t      *Transport
+	slot   *slot
+	url    string // the signaling server, redacted
+	peerID string
+	pc     *webrtc.PeerConnection
+	dc     *webrtc.DataChannel
+	reasm  *Reassembler // fed by the data channel's message callback only
+
+	writeMu sync.Mutex // keeps the chunks of one message together
+
+	mu          sync.Mutex
+	chunk       int // largest message sent whole
+	calls       map[string]*pending
+	discoveries []*pending // oldest first: where a bare manual goes
+	nextID      uint64
+	err         error         // why the connection closed
+	closing     chan struct{} // closed when the connection starts closing
+	done        chan struct{} // closed when pion's goroutines have ended
+}
+
+// pending is one request in flight on a peer connection.
+type pending struct {
+	id       string
+	msgs     chan *inMsg
+	gone     chan struct{} // closed when the caller stopped listening
+	goneOnce sync.Once
+}
+
+func (pd *pending) leave() { pd.goneOnce.Do(func() { close(pd.gone) }) }
+
+// errPeerGone is returned by open when the connection is closing.
+var errPeerGone = errors.New("webrtc: peer connection closing")
+
+func (p *peer) isClosing() bool {
+	select {
+	case <-p.closing:
+		return true
+	default:
+		return false
+	}
+}
+
+// open registers a new request on p.
+func (p *peer) open(discovery bool) (*pending, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.isClosing() {
+		return nil, errPeerGone
+	}
+	p.nextID++
+	pd := &pending{id: strconv.FormatUint(p.nextID, 10), msgs: make(chan *inMsg, frameBuffer), gone: make(chan struct{})}
+	p.calls[pd.id] = pd
+	if discovery {
+		p.discoveries = append(p.discoveries, pd)
+	}
+	return pd, nil
+}
+
+// forget removes a request from p.
+func (p *peer) forget(pd *pending) {
+	pd.leave()
+	p.mu.Lock()
+	delete(p.calls, pd.id)
+	if i := slices.Index(p.discoveries, pd); i >= 0 {
+		p.discoveries = slices.Delete(p.discoveries, i, i+1)
+	}
+	p.mu.Unlock()
+}
+
+// send writes one message, in chunks when it is larger than the chunk
+// size. pion queues data-channel writes, so send does not block on the
+// network.
+func (p *peer) send(msg []byte, id string) error {
+	p.mu.Lock()
+	chunk := p.chunk
+	p.mu.Unlock()
+	if p.isClosing() {
+		return p.failure()
+	}
+	parts := Split(msg, id, chunk)
+	if len(parts) > 1 {
+		// pion's writes are safe for concurrent use; only the chunks of
+		// one message must stay together.
+		p.writeMu.Lock()
+		defer p.writeMu.Unlock()
+	}
+	for _, part := range parts {
+		if err := p.dc.SendText(string(part)); err != nil {
+			err = &utcp.TransportError{Err: fmt.Errorf("webrtc peer %q via %s: sending on the data channel: %w", p.peerID, p.url, err)}
+			p.fail(err)
+			return err
+		}
+	}
+	return nil
+}
+
+// await waits for the next message of pd.
+func (p *peer) await(ctx context.Context, pd *pending) (*inMsg, error) {
+	select {
+	case m := <-pd.msgs:
+		return m, nil
+	default:
+	}
+	select {
+	case m := <-pd.msgs:
+		return m, nil
+	case <-p.closing:
+		select { // messages that arrived before the end still count
+		case m := <-pd.msgs:
+			return m, nil
+		default:
+		}
+		return nil, p.failure()
+	case <-ctx.Done():
+		return nil, fmt.Errorf("webrtc peer %q via %s: %w", p.peerID, p.url, context.Cause(ctx))
+	}
+}
+
+// failure is the error that closed p.
+func (p *peer) failure() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.err == nil {
+		return &utcp.TransportError{Err: fmt.Errorf("webrtc peer %q via %s: connection closed", p.peerID, p.url)}
+	}
+	return p.err
+}
+
+// fail starts closing p for err (the first reason wins): the calls on it
+// fail with err, its slot forgets it so that the next call reconnects,
+// and its closer goroutine tears the peer connection down. It never
+// blocks, so pion's callbacks may call it.
+func (p *peer) fail(err error) {
+	p.mu.Lock()
+	if p.isClosing() {
+		p.mu.Unlock()
+		return
+	}
+	p.err = err
+	close(p.closing)
+	p.mu.Unlock()
+	if s := p.slot; s != nil {
+		s.mu.Lock()
+		if s.peer == p {
+			s.peer = nil
+		}
+		s.mu.Unlock()
+	}
+}
+
+// closer waits until p starts closing, then closes the peer connection
+// and waits for pion's goroutines of it to end.
+func (p *peer) closer() {
+	defer p.t.wg.Done()
+	<-p.closing
+	if err := p.pc.GracefulClose(); err != nil {
+		p.t.log.Debug("webrtc: closing the peer connection", "peer_id", p.peerID, "error", err)
+	}
+	p.t.mu.Lock()
+	delete(p.t.peers, p)
+	p.t.mu.Unlock()
+	close(p.done)
+}
+
+// typeFailed marks an inMsg that carries an error for its call rather
+// than a message of the peer.
+const typeFailed = "\x00failed"
+
+// inMsg is one received message, decoded.
+type inMsg struct {
+	typ       string
+	id        string
+	value     any  // output (tool_response) or event (tool_event)
+	hasOutput bool // a tool_response carried a non-null output
+	err       *transports.WireError
+	manual    []byte
+	fail      error // typeFailed
+	size      int
+}
+
+// wireMsg is a peer's message as decoded from JSON.
+type wireMsg struct {
+	Type   *string         `json:"type"`
+	ID     json.RawMessage `json:"id"`
+	Output json.RawMessage `json:"output"`
+	Event  json.RawMessage `json:"event"`
+	Error  json.RawMessage `json:"error"`
+	Manual json.RawMessage `json:"manual"`
+	Tools  json.RawMessage `json:"tools"`
+}
+
+// onMessage is the data channel's message callback: it reassembles
+// chunks and hands each whole message to the request it answers.
+// Messages it cannot use are logged and dropped: the calls waiting for
+// answers end with their deadlines.
+func (p *peer) onMessage(dm webrtc.DataChannelMessage) {
+	data, id, err := p.reasm.Add(dm.Data)
+	if err != nil {
+		p.t.log.Warn("webrtc: unusable chunk dropped", "peer_id", p.peerID, "id", id, "error", err)
+		var fail error = &utcp.TransportError{Err: fmt.Errorf("webrtc peer %q: %w", p.peerID, err)}
+		if errors.Is(err, ErrChunkTooLarge) {
+			fail = utcp.Errorf(utcp.CodePayloadTooLarge, "webrtc peer %q: a message is larger than %d bytes: %w", p.peerID, p.t.cfg.MaxMessageBytes, transports.ErrTooLarge).
+				WithDetail("limit_bytes", p.t.cfg.MaxMessageBytes)
+		}
+		p.mu.Lock()
+		pd := p.calls[id]
+		p.mu.Unlock()
+		if pd != nil {
+			p.deliver(pd, &inMsg{typ: typeFailed, id: id, fail: fail})
+		}
+		return
+	}
+	if data == nil {
+		return
+	}
+	if int64(len(data)) > p.t.cfg.MaxMessageBytes {
+		p.t.log.Warn("webrtc: message over max_message_bytes dropped", "peer_id", p.peerID, "bytes", len(data))
+		return
+	}
+	m, err := parseMessage(data)
+	if err != nil {
+		p.t.log.Warn("webrtc: message ignored", "peer_id", p.peerID, "error", err, "message", excerpt(data))
+		return
+	}
+	p.mu.Lock()
+	pd := p.calls[m.id]
+	if pd == nil && m.id == "" && m.typ == TypeManual && len(p.discoveries) > 0 {
+		pd = p.discoveries[0]
+	}
+	p.mu.Unlock()
+	if pd == nil {
+		p.t.log.Debug("webrtc: message for no request in flight dropped", "peer_id", p.peerID, "type", m.typ, "id", m.id)
+		return
+	}
+	p.deliver(pd, m)
+}
+
+// deliver hands m to pd, waiting while pd's buffer is full
+// (back-pressure) unless pd's caller left or the connection closes.
+func (p *peer) deliver(pd *pending, m *inMsg) {
+	select {
+	case pd.msgs <- m:
+	case <-pd.gone:
+	case <-p.closing:
+	}
+}
+
+// parseMessage decodes a peer's message. A bare UTCP manual (an object
+// with tools and no type) counts as a manual message without an id.
+func parseMessage(data []byte) (*inMsg, error) {
+	var w wireMsg
+	if err := json.Unmarshal(data, &w); err != nil {
+		return nil, errors.New("not a JSON object")
+	}
+	m := &inMsg{size: len(data)}
+	if w.Type == nil {
+		if len(w.Tools) == 0 {
+			return nil, errors.New(`no "type"`)
+		}
+		m.typ, m.manual = TypeManual, data
+		return m, nil
+	}
+	m.typ = *w.Type
+	m.id = rawID(w.ID)
+	switch m.typ {
+	case TypeToolResponse:
+		out := bytes.TrimSpace(w.Output)
+		m.hasOutput = len(out) > 0 && !bytes.Equal(out, []byte("null"))
+		m.value = transports.DecodeOptionalJSON(w.Output)
+	case TypeToolEvent:
+		m.value = transports.DecodeOptionalJSON(w.Event)
+	case TypeToolError:
+		m.err = transports.DecodeWireError(w.Error)
+		if len(bytes.TrimSpace(w.Error)) == 0 {
+			m.err = &transports.WireError{}
+		}
+	case TypeManual:
+		m.manual = w.Manual
+		if len(m.manual) == 0 || bytes.Equal(bytes.TrimSpace(m.manual), []byte("null")) {
+			return nil, errors.New(`a manual message has no "manual"`)
+		}
+	default:
+		return nil, fmt.Errorf("unknown type %q", m.typ)
+	}
+	return m, nil
+}
+
+func excerpt(data []byte) string {
+	if !utf8.Valid(data) {
+		return fmt.Sprintf("(%d bytes of binary data)", len(data))
+	}
+	s := transports.Excerpt(data)
+	if len(s) > 200 {
+		s = s[:200] + "…"
+	}
+	return strconv.Quote(s)
+}
+
+// stream is one call in flight: the transports.Stream of CallToolStream,
+// and what CallTool reads.
+type stream struct {
+	p      *peer
+	pd     *pending
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	mu        sync.Mutex
+	err       error // sticky: io.EOF or what ended the call
+	last      bool  // a tool_response with an output was returned: next is io.EOF
+	closeOnce sync.Once
+}
+
+// next returns the next message of the call; io.EOF or an error ends it.
+func (s *stream) next() (*inMsg, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != nil {
+		return nil, s.err
+	}
+	m, err := s.p.await(s.ctx, s.pd)
+	if err != nil {
+		return nil, s.finishLocked(err)
+	}
+	switch m.typ {
+	case TypeToolError:
+		return nil, s.finishLocked(m.err.CallError("webrtc"))
+	case typeFailed:
+		return nil, s.finishLocked(m.fail)
+	}
+	return m, nil
+}
+
+// finish ends the call with err unless it has ended already.
+func (s *stream) finish(err error) {
+	s.mu.Lock()
+	s.finishLocked(err)
+	s.mu.Unlock()
+}
+
+func (s *stream) finishLocked(err error) error {
+	if s.err == nil {
+		s.err = err
+	}
+	return s.err
+}
+
+// Recv returns the next event, io.EOF after the last one, or the error
+// that ended the call.
+func (s *stream) Recv() (*utcp.Event, error) {
+	for {
+		s.mu.Lock()
+		last := s.last
+		s.mu.Unlock()
+		if last {
+			s.finish(io.EOF)
+			s.Close()
+			return nil, io.EOF
+		}
+		m, err := s.next()
+		if err != nil {
+			s.Close()
+			return nil, err
+		}
+		switch m.typ {
+		case TypeToolEvent:
+			return &utcp.Event{Data: m.value}, nil
+		case TypeToolResponse:
+			if !m.hasOutput {
+				s.finish(io.EOF)
+				s.Close()
+				return nil, io.EOF
+			}
+			s.mu.Lock()
+			s.last = true
+			s.mu.Unlock()
+			return &utcp.Event{Data: m.value}, nil
+		}
+		// A manual is no answer to a call: skip it.
+	}
+}
+
+// Close ends the call: when it had not finished, it sends
+// {"type":"cancel","id"} so that the peer stops working on it. It is
+// idempotent.
+func (s *stream) Close() error {
+	s.closeOnce.Do(func() {
+		s.cancel() // interrupts a Recv waiting for a message
+		s.mu.Lock()
+		if s.err == nil {
+			s.err = errStreamClosed
+		}
+		finished := errors.Is(s.err, io.EOF) || s.last
+		var te *utcp.ToolError
+		finished = finished || errors.As(s.err, &te) || errors.Is(s.err, transports.ErrToolNotFound)
+		s.mu.Unlock()
+		if !finished && !s.p.isClosing() {
+			b, _ := json.Marshal(Message{Type: TypeCancel, ID: s.pd.id})
+			_ = s.p.send(b, s.pd.id)
+		}
+		s.p.forget(s.pd)
+	})
+	return nil
+}
