@@ -7,7 +7,7 @@ PKGS        ?= ./...
 FUZZTIME    ?= 20s
 BENCHTIME   ?= 1s
 
-.PHONY: all build test quicktest lint fuzz bench clean
+.PHONY: all build test quicktest lint fuzz bench gen clean
 
 all: build
 
@@ -42,6 +42,12 @@ bench:
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./registry/ ./gateway/ ./store/sqlite/
 	$(GO) test -run '^$$' -bench FrontVsDirect -benchtime 1x ./api/front/
 	$(GO) test -run '^$$' -bench 'Startup|IdleRSS' -benchtime 10x ./cmd/utcpd/
+
+## gen: regenerate the Go code of proto/**/*.proto (internal/protogen:
+## protocompile + protoc-gen-go and protoc-gen-go-grpc at pinned versions;
+## no protoc needed). CI checks that the committed files are fresh.
+gen:
+	$(GO) run ./internal/protogen -root proto
 
 clean:
 	rm -rf bin

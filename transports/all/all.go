@@ -8,6 +8,7 @@ import (
 	_ "github.com/utcpd/utcpd/transports/cli"            // call_template_type "cli"
 	_ "github.com/utcpd/utcpd/transports/file"           // call_template_type "file"
 	_ "github.com/utcpd/utcpd/transports/graphql"        // call_template_type "graphql"
+	_ "github.com/utcpd/utcpd/transports/grpc"           // call_template_type "grpc"
 	_ "github.com/utcpd/utcpd/transports/http"           // call_template_type "http"
 	_ "github.com/utcpd/utcpd/transports/mcp"            // call_template_type "mcp"
 	_ "github.com/utcpd/utcpd/transports/sse"            // call_template_type "sse"
