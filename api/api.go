@@ -22,6 +22,10 @@
 //   - /mcp (the MCP front, package api/mcpfront, Streamable HTTP): the
 //     same API keys as /v1/; its refusals are JSON-RPC error objects, not
 //     the envelope (see the package documentation).
+//   - GET /utcp and POST /utcp/call/{tool} (the whole gateway as one UTCP
+//     manual, package api/utcpmanual): the same API keys as /v1/.
+//   - POST /v1/codemode and GET /v1/codemode/interfaces (CodeMode,
+//     package api/codemode): the same API keys as /v1/.
 //   - /healthz, /readyz, /metrics and /openapi.json are open: bind the
 //     listener to loopback or put a proxy in front to restrict them.
 //
@@ -43,10 +47,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/utcpd/utcpd/api/admin"
+	"github.com/utcpd/utcpd/api/codemode"
 	"github.com/utcpd/utcpd/api/front"
 	"github.com/utcpd/utcpd/api/httpx"
 	"github.com/utcpd/utcpd/api/llm"
 	"github.com/utcpd/utcpd/api/mcpfront"
+	"github.com/utcpd/utcpd/api/utcpmanual"
 	"github.com/utcpd/utcpd/gateway"
 	"github.com/utcpd/utcpd/gateway/audit"
 	"github.com/utcpd/utcpd/guard/review"
@@ -90,6 +96,15 @@ type Options struct {
 	// APIKeys, CallTimeout (DefaultTimeout), MaxBodyBytes, Tracker,
 	// Logger and Version are filled from the options above when unset.
 	MCP mcpfront.Options
+	// CodeMode tunes CodeMode (POST /v1/codemode, and the codemode.run
+	// tool of the MCP front and the LLM exports): timeouts, tool-call,
+	// instruction and memory limits. Its Tools is the Gateway.
+	CodeMode codemode.Options
+	// PublicURL is the gateway's address as clients reach it (scheme,
+	// host, optional path prefix), used in the call templates of the UTCP
+	// manual at GET /utcp (package api/utcpmanual); empty: the request's
+	// scheme and Host.
+	PublicURL string
 	// Logger receives internal errors and panics; nil discards them.
 	Logger *slog.Logger
 	// Version is reported by /healthz and in the OpenAPI document.
@@ -171,9 +186,25 @@ func newServer(opts Options) (*server, error) {
 		DefaultTimeout: opts.DefaultTimeout, MaxTimeout: opts.MaxTimeout,
 		Tracker: tracker, Reviews: opts.Reviews, Heartbeat: opts.StreamHeartbeat, Logger: log,
 	}).Register(rt, httpx.RequireKeys(httpx.NewKeys(opts.APIKeys), "utcpd"))
+	cmOpts := opts.CodeMode
+	cmOpts.Tools = opts.Gateway
+	runner, err := codemode.New(cmOpts)
+	if err != nil {
+		return nil, fmt.Errorf("api: %w", err)
+	}
+	codemode.NewHandler(runner, opts.MaxBodyBytes, log).Register(rt, httpx.RequireKeys(httpx.NewKeys(opts.APIKeys), "utcpd"))
 	llm.New(llm.Options{
-		Gateway: opts.Gateway, MaxBodyBytes: opts.MaxBodyBytes, Timeout: opts.DefaultTimeout, Logger: log,
+		Gateway: opts.Gateway, MaxBodyBytes: opts.MaxBodyBytes, Timeout: opts.DefaultTimeout, CodeMode: runner, Logger: log,
 	}).Register(rt, httpx.RequireKeys(httpx.NewKeys(opts.APIKeys), "utcpd"))
+
+	um, err := utcpmanual.New(utcpmanual.Options{
+		Gateway: opts.Gateway, RequireAPIKey: len(opts.APIKeys) > 0, PublicURL: opts.PublicURL,
+		MaxBodyBytes: opts.MaxBodyBytes, Timeout: opts.DefaultTimeout, Tracker: tracker, Logger: log,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("api: %w", err)
+	}
+	um.Register(rt, httpx.RequireKeys(httpx.NewKeys(opts.APIKeys), "utcpd"))
 
 	health, _ := json.Marshal(map[string]string{"status": "ok", "version": opts.Version})
 	rt.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
@@ -224,6 +255,9 @@ func newServer(opts Options) (*server, error) {
 	}
 	if mo.Version == "" {
 		mo.Version = opts.Version
+	}
+	if mo.CodeMode == nil && mo.Gateway != nil {
+		mo.CodeMode = runner
 	}
 	mcpFront, err := mcpfront.New(context.Background(), mo)
 	if err != nil {

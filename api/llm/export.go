@@ -5,8 +5,12 @@
 //
 // Routes (mounted by Register, behind the REST front's API keys):
 //
-//	GET  /v1/export/{provider}             the tools in the provider's format (q, tags, limit, strict)
+//	GET  /v1/export/{provider}             the tools in the provider's format (q, tags, limit, strict, codemode)
 //	POST /v1/llm/{provider}/tool_calls     run a model's tool calls; reply with the result messages
+//
+// With Options.CodeMode the export starts with the tool codemode.run
+// (function name codemode__run; leave it out with ?codemode=false) and
+// the tool-call route runs it through the CodeMode runner.
 //
 // provider is openai, anthropic or gemini. Function names follow Names
 // (qualified "manual.tool" → "manual__tool"); schemas are rewritten per

@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/utcpd/utcpd/api/codemode"
 	"github.com/utcpd/utcpd/api/httpx"
 	"github.com/utcpd/utcpd/gateway"
 	"github.com/utcpd/utcpd/utcp"
@@ -39,6 +41,10 @@ type Options struct {
 	// Parallel bounds the calls of one request running at once (default
 	// DefaultParallel).
 	Parallel int
+	// CodeMode, when set, is exported as the tool codemode.run (function
+	// name codemode__run) and runs its calls; it takes precedence over a
+	// registered tool of that name.
+	CodeMode *codemode.Runner
 	// Logger receives internal errors; nil discards them.
 	Logger *slog.Logger
 }
@@ -50,12 +56,13 @@ type Handler struct {
 	maxBody  int64
 	timeout  time.Duration
 	parallel int
+	codemode *codemode.Runner
 	log      *slog.Logger
 }
 
 // New returns the Handler for opts.
 func New(opts Options) *Handler {
-	h := &Handler{g: opts.Gateway, maxBody: opts.MaxBodyBytes, timeout: opts.Timeout, parallel: opts.Parallel, log: opts.Logger}
+	h := &Handler{g: opts.Gateway, maxBody: opts.MaxBodyBytes, timeout: opts.Timeout, parallel: opts.Parallel, codemode: opts.CodeMode, log: opts.Logger}
 	if h.maxBody <= 0 {
 		h.maxBody = httpx.DefaultMaxBodyBytes
 	}
@@ -112,6 +119,9 @@ type ExportQuery struct {
 	Limit int
 	// Options are the export options.
 	Options ExportOptions
+	// CodeMode puts the codemode.run tool first, in addition to Limit
+	// (and leaves out a registered tool of that name).
+	CodeMode bool
 }
 
 // ExportTools selects the tools of g by q and exports them in p's format,
@@ -126,6 +136,10 @@ func ExportTools(g *gateway.Gateway, p Provider, q ExportQuery) (json.RawMessage
 		}
 	} else {
 		tools = g.SearchTools(q.Q, q.Limit, q.Tags)
+	}
+	if q.CodeMode {
+		tools = slices.DeleteFunc(slices.Clone(tools), func(t *utcp.Tool) bool { return t.Name == codemode.ToolName })
+		tools = append([]*utcp.Tool{codemode.Tool()}, tools...)
 	}
 	return Export(p, tools, namesOf(g), q.Options)
 }
@@ -153,6 +167,15 @@ func (h *Handler) export(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		q.Options.Strict = b
+	}
+	q.CodeMode = h.codemode != nil
+	if s := v.Get("codemode"); s != "" {
+		b, err := strconv.ParseBool(s)
+		if err != nil {
+			httpx.Logged(h.log, w, r, httpx.Errorf(utcp.CodeInvalidRequest, "codemode must be true or false, got %q", s).WithDetail("parameter", "codemode"))
+			return
+		}
+		q.CodeMode = q.CodeMode && b
 	}
 	for _, s := range v["tags"] {
 		for t := range strings.SplitSeq(s, ",") {
@@ -225,6 +248,10 @@ func (h *Handler) Run(ctx context.Context, calls []Call, principal string) []Out
 		wg.Go(func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
+			if q == codemode.ToolName && h.codemode != nil {
+				outs[i] = h.runCode(ctx, c.Args, principal)
+				return
+			}
 			res, err := h.g.CallTool(ctx, q, c.Args, gateway.CallOptions{Principal: principal, Front: FrontName, Timeout: h.timeout})
 			if err != nil {
 				outs[i].Err = err
@@ -235,4 +262,23 @@ func (h *Handler) Run(ctx context.Context, calls []Call, principal string) []Out
 	}
 	wg.Wait()
 	return outs
+}
+
+// runCode runs one codemode.run call; its value is the CodeMode answer
+// (codemode.Response as JSON: a failed program is a completed call whose
+// answer holds "error").
+func (h *Handler) runCode(ctx context.Context, args map[string]any, principal string) Outcome {
+	req, err := codemode.RequestFromArgs(args)
+	if err != nil {
+		return Outcome{Err: err}
+	}
+	res, err := h.codemode.Run(ctx, codemode.Caller{Principal: principal}, req)
+	if err != nil {
+		return Outcome{Err: err}
+	}
+	raw, err := json.Marshal(res)
+	if err != nil {
+		return Outcome{Err: utcp.NewError(utcp.CodeInternal, "encoding the CodeMode answer: %v", err)}
+	}
+	return Outcome{Value: json.RawMessage(raw)}
 }

@@ -36,6 +36,9 @@
 // idempotent and open_world become the matching annotations (the MCP client
 // transport turns annotations into these tags). notifications/tools/
 // list_changed is sent when the tool set changes (Backend.Subscribe).
+// With Options.CodeMode the front also lists codemode.run, which runs a
+// Lua program through CodeMode (package api/codemode); a Backend tool
+// whose MCP name would be codemode.run is left out.
 //
 // # Calls and errors
 //
@@ -92,6 +95,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/utcpd/utcpd/api/codemode"
 	"github.com/utcpd/utcpd/api/httpx"
 	"github.com/utcpd/utcpd/gateway"
 	"github.com/utcpd/utcpd/transports"
@@ -202,6 +206,12 @@ type Options struct {
 	MaxBodyBytes int64
 	// Tracker, when set, counts calls in flight.
 	Tracker CallTracker
+	// CodeMode, when set, is offered as the tool codemode.run (package
+	// api/codemode): {code, timeout_ms, max_tool_calls} in, the run's
+	// JSON answer out (isError when the program failed). It takes
+	// precedence over a Backend tool listed under that name, which is
+	// then left out of tools/list.
+	CodeMode *codemode.Runner
 	// Logger receives sync failures and internal errors; nil discards
 	// them.
 	Logger *slog.Logger
@@ -311,6 +321,12 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
 		Logger:       log.With("component", "mcp-sdk"),
 	})
+	if opts.CodeMode != nil {
+		if err := s.addCodeMode(); err != nil {
+			s.endLife()
+			return nil, err
+		}
+	}
 	if err := s.sync(ctx); err != nil {
 		s.endLife()
 		return nil, err

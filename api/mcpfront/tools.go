@@ -12,6 +12,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/utcpd/utcpd/api/codemode"
 	"github.com/utcpd/utcpd/utcp"
 )
 
@@ -38,6 +39,10 @@ func (s *Server) sync(ctx context.Context) error {
 	next := make(map[string]published, len(tools))
 	for i, t := range tools {
 		name := names[i]
+		if name == codemode.ToolName && s.opts.CodeMode != nil {
+			s.log.Warn("MCP front: tool left out: its name is CodeMode's", "tool", t.Name)
+			continue
+		}
 		mt := MCPTool(name, t)
 		fp, err := json.Marshal(mt)
 		if err != nil {

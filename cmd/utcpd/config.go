@@ -34,7 +34,7 @@ It exits 0 when the file is usable, 2 when it has errors.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			out := cmd.OutOrStdout()
 			var data []byte
-			opts := manuals.Options{Strict: strict, ReadFile: func(name string) ([]byte, error) {
+			opts := manuals.Options{Strict: strict, Parser: transports.Default, ReadFile: func(name string) ([]byte, error) {
 				b, err := readCapped(name, 32<<20)
 				if name == args[0] {
 					data = b

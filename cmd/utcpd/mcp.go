@@ -20,6 +20,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
 
+	"github.com/utcpd/utcpd/api/codemode"
 	"github.com/utcpd/utcpd/api/front"
 	"github.com/utcpd/utcpd/api/mcpfront"
 	"github.com/utcpd/utcpd/gateway"
@@ -119,6 +120,13 @@ unusable configuration.`,
 				}
 				defer g.Close()
 				opts.Gateway = g
+				// In-process, the front offers CodeMode as the daemon's does
+				// (codemode.run); bridged, the daemon's tools are what it lists.
+				runner, err := codemode.New(codemode.Options{Tools: g})
+				if err != nil {
+					return err
+				}
+				opts.CodeMode = runner
 			}
 			if timeout <= 0 {
 				return &exitError{code: exitUsage, err: errors.New("--timeout must be positive")}

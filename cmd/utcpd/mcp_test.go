@@ -88,9 +88,12 @@ func resultText(res *mcp.CallToolResult) string {
 // checkMCPTools runs the common checks of a session serving the demo
 // manual "demo": list, add, a tool error, an unknown tool, invalid
 // arguments, and progress through the stream path.
-func checkMCPTools(t *testing.T, c *mcpClient) {
+func checkMCPTools(t *testing.T, c *mcpClient, codeMode bool) {
 	t.Helper()
 	want := []string{"demo.add", "demo.count", "demo.echo", "demo.fail", "demo.sleep"}
+	if codeMode { // the front's own tool, listed first
+		want = append([]string{"codemode.run"}, want...)
+	}
 	if got := c.toolNames(t); !slices.Equal(got, want) {
 		t.Fatalf("tools %v, want %v", got, want)
 	}
@@ -145,7 +148,7 @@ func TestMCPStdioConfig(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			checkMCPTools(t, c)
+			checkMCPTools(t, c, true)
 		})
 	}
 }
@@ -164,7 +167,7 @@ func TestMCPStdioConnect(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		checkMCPTools(t, c)
+		checkMCPTools(t, c, false)
 		// A manual added to the daemon reaches the client as list_changed.
 		if status, body := request(t, "POST", d.URL+"/admin/manuals", "adm", be.template("more")); status >= 300 {
 			t.Fatalf("registering another manual: %d %s", status, body)
@@ -253,7 +256,7 @@ func TestMCPOverHTTP(t *testing.T) {
 				}
 				return
 			}
-			checkMCPTools(t, c)
+			checkMCPTools(t, c, true)
 		})
 	}
 	// The calls went through the daemon's gateway: they are in its metrics.
@@ -319,7 +322,8 @@ func TestMCPStdioInspector(t *testing.T) {
 		return res, string(out)
 	}
 	res, out := run("--method", "tools/list")
-	if tools, _ := res["tools"].([]any); len(tools) != 5 || !strings.Contains(out, `"demo.add"`) {
+	// The five demo tools and the front's own codemode.run.
+	if tools, _ := res["tools"].([]any); len(tools) != 6 || !strings.Contains(out, `"demo.add"`) || !strings.Contains(out, `"codemode.run"`) {
 		t.Errorf("tools/list:\n%s", out)
 	}
 	res, out = run("--method", "tools/call", "--tool-name", "demo.add", "--tool-arg", "a=20", "b=22")

@@ -16,7 +16,7 @@ import (
 // warn. A configuration that cannot be used is an exitUsage error listing
 // every problem.
 func loadConfig(path string, strict bool, warn io.Writer) (*manuals.Config, error) {
-	cfg, err := manuals.LoadConfig(path, manuals.Options{Strict: strict})
+	cfg, err := manuals.LoadConfig(path, manuals.Options{Strict: strict, Parser: transports.Default})
 	if err != nil {
 		if ps := manuals.ProblemsOf(err); len(ps) > 0 {
 			for _, p := range ps {
