@@ -42,6 +42,8 @@ bench:
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./registry/ ./gateway/ ./store/sqlite/
 	$(GO) test -run '^$$' -bench FrontVsDirect -benchtime 1x ./api/front/
 	$(GO) test -run '^$$' -bench 'Startup|IdleRSS' -benchtime 10x ./cmd/utcpd/
+	$(GO) test -run '^$$' -bench Propagation -benchtime 200x ./store/postgres/
+	$(GO) test -run '^$$' -bench ReplicaCalls -benchtime 3x ./cmd/utcpd/
 
 ## gen: regenerate the Go code of proto/**/*.proto (internal/protogen:
 ## protocompile + protoc-gen-go and protoc-gen-go-grpc at pinned versions;

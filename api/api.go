@@ -79,6 +79,12 @@ type Options struct {
 	// Ready reports whether the daemon is ready to serve (/readyz); nil
 	// means always ready. It must be fast.
 	Ready func() error
+	// Degraded, when set and Ready passes, reports a problem that leaves
+	// the daemon serving but not fully (the shared store unreachable:
+	// calls are served from memory, writes fail): /readyz then answers
+	// 200 {"status": "degraded", "reason": ...}, so that a load balancer
+	// keeps routing calls. It must be fast.
+	Degraded func() error
 	// Observer, when set, counts registrations and calls in flight, and is
 	// told the Gateway for its gauges. Install Observer.OnCall as
 	// gateway.Options.OnCall for the per-call metrics and log lines.
@@ -214,6 +220,12 @@ func newServer(opts Options) (*server, error) {
 		if opts.Ready != nil {
 			if err := opts.Ready(); err != nil {
 				httpx.WriteError(w, httpx.Errorf(utcp.CodeUnavailable, "not ready: %v", err).WithDetail("reason", err.Error()))
+				return
+			}
+		}
+		if opts.Degraded != nil {
+			if err := opts.Degraded(); err != nil {
+				httpx.WriteJSON(w, http.StatusOK, map[string]string{"status": "degraded", "reason": err.Error()})
 				return
 			}
 		}

@@ -122,6 +122,7 @@ type Gateway struct {
 	closed     bool
 	regLock    sync.Mutex // serialises name checks and registry updates
 	watch      watchers   // Subscribe's functions (watch.go)
+	followOnce sync.Once  // Restore starts following the store once (follow.go)
 }
 
 // New returns a Gateway.

@@ -26,13 +26,32 @@ func (g *Gateway) RefreshManual(ctx context.Context, name string) (*RegisterResu
 // longer parses or whose variables no longer resolve stays in the store).
 // Then, unless rediscover is false, it discovers each manual again in the
 // background, keeping the stored copy when its backend is unreachable.
+//
+// The first successful Restore also starts following the store: until the
+// gateway closes, every change another process sharing the store makes
+// (Store.Watch: replicas on one database) is applied to the registry with
+// ApplyStored, without being written back. The watch starts before the
+// store is read, so no change falls in between.
 func (g *Gateway) Restore(ctx context.Context, rediscover bool) (int, []*RegisterResult, error) {
 	if g.store == nil {
 		return 0, nil, nil
 	}
+	wctx, stopWatch := context.WithCancel(g.life)
+	changes := g.store.Watch(wctx)
 	recs, err := g.store.List(ctx)
 	if err != nil {
+		stopWatch()
 		return 0, nil, err
+	}
+	following := false
+	g.followOnce.Do(func() { following = true })
+	if following {
+		defer g.goBackground(func() {
+			defer stopWatch()
+			g.follow(changes)
+		})
+	} else {
+		stopWatch()
 	}
 	var (
 		mu       sync.Mutex

@@ -36,6 +36,11 @@ type RegisterOptions struct {
 	// refresh applies only while that entry is still the registered one,
 	// so a manual removed or replaced meanwhile is not brought back.
 	expect *registry.Manual
+	// stored, set when applying another process's change (follow.go), is
+	// the store's record being applied: it applies only while the store
+	// still holds that record and the name is not taken by a manual of
+	// another source, and the entry keeps the record's times.
+	stored *registry.Record
 }
 
 // RegisterResult reports one registration.
@@ -151,6 +156,14 @@ func (g *Gateway) RegisterManual(ctx context.Context, raw json.RawMessage, opts 
 		g.regLock.Unlock()
 		state.release(ctx)
 		return nil, manualExists(name)
+	}
+	if opts.stored != nil {
+		if err := g.checkStored(ctx, prev, opts.stored); err != nil {
+			g.regLock.Unlock()
+			state.release(ctx)
+			return nil, err
+		}
+		entry.Refreshed = opts.stored.Refreshed
 	}
 	if exists {
 		entry.Registered = prev.Registered

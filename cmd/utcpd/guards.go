@@ -25,6 +25,7 @@ import (
 	"github.com/utcpd/utcpd/guard/review"
 	"github.com/utcpd/utcpd/manuals"
 	"github.com/utcpd/utcpd/registry"
+	"github.com/utcpd/utcpd/store/postgres"
 	"github.com/utcpd/utcpd/store/sqlite"
 	"github.com/utcpd/utcpd/utcp"
 )
@@ -321,7 +322,9 @@ func cliChain(cfg *manuals.Config, vars *manuals.Resolver, log *slog.Logger) (gu
 // cliAuditor returns an auditor that appends an in-process command's
 // calls to the audit log of the daemon's data directory (the
 // configuration's data_dir, else $UTCPD_DATA_DIR, else the default),
-// when a store exists there; else nil. done closes the store.
+// when a store exists there, or to the replicas' shared log when a
+// PostgreSQL store is configured (gateway.store, $UTCPD_STORE); else nil.
+// done closes the store.
 func cliAuditor(ctx context.Context, cfg *manuals.Config, warn io.Writer) (gateway.Auditor, func()) {
 	s := defaultSettings()
 	if cfg != nil && len(cfg.Gateway) > 0 {
@@ -329,6 +332,19 @@ func cliAuditor(ctx context.Context, cfg *manuals.Config, warn io.Writer) (gatew
 	}
 	if v := os.Getenv(envDataDir); v != "" {
 		s.DataDir = v
+	}
+	if v := os.Getenv(envStore); v != "" {
+		s.Store = v
+	}
+	if isPostgresDSN(s.Store) { // the replicas' shared audit log
+		octx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		st, err := postgres.Open(octx, s.Store, postgres.Options{MaxConns: 1, ResyncInterval: -1})
+		if err != nil {
+			fmt.Fprintf(warn, "warning: the call is not audited: %v\n", err)
+			return nil, func() {}
+		}
+		return &syncAuditor{store: st.Audit(), warn: warn}, func() { _ = st.Close() }
 	}
 	if s.DataDir == "" {
 		return nil, func() {}

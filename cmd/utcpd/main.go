@@ -93,7 +93,7 @@ Environment:
   UTCPD_SERVER        daemon URL for tools, call and manuals
   UTCPD_API_KEY       API key the tools and call commands send to a daemon
   UTCPD_ADMIN_TOKEN   admin token (serve: the token to require; manuals: the one to send)
-  UTCPD_LISTEN, UTCPD_API_KEYS, UTCPD_DATA_DIR, UTCPD_MANUALS_DIR,
+  UTCPD_LISTEN, UTCPD_API_KEYS, UTCPD_DATA_DIR, UTCPD_STORE, UTCPD_MANUALS_DIR,
   UTCPD_LOG_FORMAT, UTCPD_LOG_LEVEL   serve settings (see "utcpd serve --help")
 
 Exit codes:

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +13,7 @@ import (
 	"os"
 	"os/signal"
 	"reflect"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -28,6 +30,7 @@ import (
 	"github.com/utcpd/utcpd/manuals"
 	"github.com/utcpd/utcpd/registry"
 	"github.com/utcpd/utcpd/registry/memstore"
+	"github.com/utcpd/utcpd/store/postgres"
 	"github.com/utcpd/utcpd/store/sqlite"
 	"github.com/utcpd/utcpd/transports"
 	"github.com/utcpd/utcpd/utcp"
@@ -57,6 +60,17 @@ background), the configuration file, the --manuals-dir folder, and the admin
 API. /readyz answers 200 once the stored manuals are restored and the
 configuration and folder manuals had their first registration.
 
+Several replicas behind a load balancer share one PostgreSQL database
+(docs/deploy.md): --store postgres://user@host/db ($UTCPD_STORE, or
+gateway.store) keeps the manuals, reviews and audit log there instead of the
+SQLite store in --data-dir. Every replica serves the same registry (a change
+through one is live on the others within a second), a review can be decided
+through any replica, and the audit log is shared. A replica whose database is
+not reachable at start retries with backoff and answers /readyz 503 until it
+has restored the stored manuals; once started it keeps serving calls from
+memory while the database is away (/readyz 200 {"status": "degraded"}; writes
+fail with unavailable) and recovers by itself when it is back.
+
 The configuration file (--config, UTCPD_CONFIG, else ./utcpd.json when it
 exists, else none) is a UTCP client configuration (v1.1 or legacy v0.1) with an
 optional "gateway" section:
@@ -70,12 +84,19 @@ optional "gateway" section:
     "guards": [{"kind": "policy", ...}, {"kind": "webhook", "secret": "${GUARD_HMAC}", ...}],
     "bypass_tools": ["health.ping"], "guard_timeout": "10s",
     "review_timeout": "10m",         "audit_retention": "720h",
-    "allowed_origins": ["https://app.example.com"]
+    "allowed_origins": ["https://app.example.com"],
+    "public_url": "https://tools.example.com",
+    "store": "postgres://utcpd@db.internal/utcpd",
+    "store_resync_interval": "30s", "store_max_conns": 8
   }
 
 allowed_origins are the browser origins (Origin header) /mcp accepts besides
 loopback ones (http or https on localhost, 127.0.0.0/8, [::1]); a request from
 any other origin is refused with 403; "*" accepts every origin.
+
+public_url is the address clients reach the gateway at (scheme, host, optional
+path prefix), used in the call templates of the UTCP manual at GET /utcp;
+without it they point at the scheme and Host of each request.
 
 guards is the guard chain, run in order on every call before dispatch (each
 entry's kind names a registered guard kind; ${VAR} in it resolves like a
@@ -87,7 +108,7 @@ audit log (/admin/audit), kept for audit_retention.
 
 Relative paths in it are relative to the configuration file. Settings apply in
 the order flags > environment (UTCPD_LISTEN, UTCPD_ADMIN_TOKEN, UTCPD_API_KEYS
-comma-separated, UTCPD_DATA_DIR, UTCPD_MANUALS_DIR, UTCPD_LOG_FORMAT,
+comma-separated, UTCPD_DATA_DIR, UTCPD_STORE, UTCPD_MANUALS_DIR, UTCPD_LOG_FORMAT,
 UTCPD_LOG_LEVEL; an empty variable counts as unset) > file > defaults. A .env
 file in the working directory is loaded into the environment first (variables
 already set win).
@@ -215,6 +236,7 @@ type daemon struct {
 	strict   bool
 	g        *gateway.Gateway
 	store    registry.Store
+	pg       *postgres.Store // the shared store, nil with SQLite or memory
 	observer *api.Observer
 	guards   *guard.Holder // the gateway's guard; SIGHUP swaps the chain
 	reviews  *review.Queue // the chain's approver
@@ -317,10 +339,24 @@ func (d *daemon) run(ctx context.Context, stdout io.Writer, loopback bool) error
 	}
 
 	// The store.
-	if s.DataDir == "" {
+	var reviewStore review.Store
+	var auditStore audit.Store
+	replica := ""
+	switch {
+	case s.Store != "":
+		pg, err := postgres.New(s.Store, postgres.Options{ResyncInterval: s.StoreResync, MaxConns: int32(s.StoreMaxConns),
+			Logger: log.With("component", "store")})
+		if err != nil {
+			return &exitError{code: exitUsage, err: fmt.Errorf("store: %w", err)}
+		}
+		d.store, d.pg = pg, pg
+		reviewStore, auditStore = pg.Reviews(), pg.Audit()
+		replica = replicaName()
+		log.Info("shared store: PostgreSQL; connecting in the background", "replica", replica)
+	case s.DataDir == "":
 		log.Warn("no data dir: manuals registered through the admin API are kept in memory only and lost at exit")
 		d.store = memstore.New()
-	} else {
+	default:
 		st, err := sqlite.Open(ctx, s.DataDir)
 		if err != nil {
 			return fmt.Errorf("opening the store in %s: %w", s.DataDir, err)
@@ -335,9 +371,11 @@ func (d *daemon) run(ctx context.Context, stdout io.Writer, loopback bool) error
 	}()
 
 	// Reviews and the audit log live in the same store.
-	reviewStore, auditStore := guardStores(d.store)
+	if reviewStore == nil {
+		reviewStore, auditStore = guardStores(d.store)
+	}
 	d.reviews = review.NewQueue(reviewStore, review.Options{Timeout: s.reviewTimeout(), DispatchTimeout: s.DefaultTimeout,
-		Retention: s.auditRetention(), Logger: log.With("component", "reviews")})
+		Retention: s.auditRetention(), Logger: log.With("component", "reviews"), Replica: replica})
 	d.audit = audit.NewWriter(auditStore, audit.WriterOptions{Retention: s.auditRetention(), Logger: log.With("component", "audit")})
 	defer d.closeAudit()
 	registerAuditMetrics(d.audit)
@@ -377,10 +415,12 @@ func (d *daemon) run(ctx context.Context, stdout io.Writer, loopback bool) error
 		DefaultTimeout: s.DefaultTimeout,
 		MaxTimeout:     s.MaxTimeout,
 		Ready:          d.readiness,
+		Degraded:       d.degraded,
 		Observer:       obs,
 		Reviews:        d.reviews,
 		Audit:          auditStore,
 		MCP:            mcpfront.Options{AllowedOrigins: s.AllowedOrigins},
+		PublicURL:      s.PublicURL,
 		Logger:         log.With("component", "api"),
 		Version:        versionString(),
 	})
@@ -488,7 +528,30 @@ loop:
 func (d *daemon) start(ctx context.Context) {
 	log := d.log
 	t0 := time.Now()
+	if d.pg != nil {
+		d.startErr.Store("starting: waiting for the database")
+		if err := d.pg.Connect(ctx); err != nil {
+			if ctx.Err() == nil {
+				log.Error("the shared store cannot be used", "err", err)
+				d.startErr.Store("the shared store cannot be used: " + err.Error())
+			}
+			return
+		}
+		log.Info("connected to the shared store", "took", time.Since(t0).Round(time.Millisecond))
+		d.startErr.Store("starting: restoring stored manuals")
+	}
 	n, failed, err := d.g.Restore(ctx, true)
+	for wait := time.Second; err != nil && d.pg != nil && ctx.Err() == nil; wait = min(2*wait, 10*time.Second) {
+		// A shared store: a replica must not serve without its registry.
+		log.Warn("restoring stored manuals failed; retrying", "err", err, "retry_in", wait)
+		d.startErr.Store("starting: restoring stored manuals: " + err.Error())
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		n, failed, err = d.g.Restore(ctx, true)
+	}
 	if err != nil {
 		log.Error("restoring stored manuals", "err", err)
 	} else {
@@ -525,6 +588,25 @@ func (d *daemon) start(ctx context.Context) {
 	if d.dir != nil {
 		d.dir.watch(ctx, dirPollInterval, func() func() { d.reloadMu.Lock(); return d.reloadMu.Unlock }, d.vars.Load)
 	}
+}
+
+// degraded is the /readyz note of a started daemon: the shared store's
+// health (nil without one).
+func (d *daemon) degraded() error {
+	if d.pg == nil {
+		return nil
+	}
+	return d.pg.Health()
+}
+
+// replicaName names this process among the replicas sharing a store: the
+// host name and a random suffix (a restarted process is a new replica).
+func replicaName() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "utcpd"
+	}
+	return host + "-" + strings.ToLower(rand.Text()[:6])
 }
 
 // readiness is the /readyz check: nil once started.

@@ -40,6 +40,7 @@ const (
 	envAPIKeys    = "UTCPD_API_KEYS"
 	envAPIKey     = "UTCPD_API_KEY"
 	envDataDir    = "UTCPD_DATA_DIR"
+	envStore      = "UTCPD_STORE"
 	envManualsDir = "UTCPD_MANUALS_DIR"
 	envConfig     = "UTCPD_CONFIG"
 	envLogFormat  = "UTCPD_LOG_FORMAT"
@@ -62,6 +63,13 @@ type settings struct {
 	LogFormat       string
 	LogLevel        string
 
+	// Store is the shared store's DSN (postgres://...); "" keeps the
+	// embedded SQLite store in DataDir. StoreResync and StoreMaxConns
+	// tune it (0: the defaults of store/postgres).
+	Store         string
+	StoreResync   time.Duration
+	StoreMaxConns int
+
 	// The guard chain, human review and audit log (guards.go). Zero
 	// values mean the defaults.
 	Guards         json.RawMessage // the gateway.guards array, unresolved
@@ -73,6 +81,10 @@ type settings struct {
 	// AllowedOrigins are the browser origins /mcp accepts besides the
 	// loopback ones (gateway.allowed_origins).
 	AllowedOrigins []string
+
+	// PublicURL is the gateway's address as clients reach it, used in the
+	// call templates of the UTCP manual at GET /utcp (gateway.public_url).
+	PublicURL string
 }
 
 // gatewayKeys are the keys of the configuration's gateway section.
@@ -80,7 +92,7 @@ var gatewayKeys = []string{
 	"listen", "admin_token", "api_keys", "data_dir", "manuals_dir", "max_body_bytes",
 	"default_timeout", "max_timeout", "shutdown_timeout", "log_format", "log_level",
 	"guards", "bypass_tools", "guard_timeout", "review_timeout", "audit_retention",
-	"allowed_origins",
+	"allowed_origins", "store", "store_resync_interval", "store_max_conns", "public_url",
 }
 
 // defaultSettings returns the built-in defaults.
@@ -192,6 +204,13 @@ func applyGatewaySection(s *settings, raw json.RawMessage, file string, data []b
 			} else {
 				bad("must be a string")
 			}
+		case "public_url":
+			str, ok := jsonString(v)
+			if !ok {
+				bad("must be a string such as \"https://tools.example.com\"")
+				break
+			}
+			s.PublicURL = str
 		case "allowed_origins":
 			var origins []string
 			if json.Unmarshal(v, &origins) != nil {
@@ -220,6 +239,26 @@ func applyGatewaySection(s *settings, raw json.RawMessage, file string, data []b
 			} else {
 				s.ManualsDir = str
 			}
+		case "store":
+			if str, ok := jsonString(v); ok {
+				s.Store = str
+			} else {
+				bad("must be a string: a postgres:// DSN (prefer $%s, which keeps the password out of the file)", envStore)
+			}
+		case "store_resync_interval":
+			d, err := jsonDuration(v)
+			if err != nil {
+				bad("%v", err)
+				break
+			}
+			s.StoreResync = d
+		case "store_max_conns":
+			var n int
+			if json.Unmarshal(v, &n) != nil || n <= 0 || n > 1000 {
+				bad("must be an integer from 1 to 1000")
+				break
+			}
+			s.StoreMaxConns = n
 		case "max_body_bytes":
 			var n int64
 			if json.Unmarshal(v, &n) != nil || n <= 0 {
@@ -300,6 +339,9 @@ func applyEnv(s *settings) error {
 	if v := os.Getenv(envManualsDir); v != "" {
 		s.ManualsDir = v
 	}
+	if v := os.Getenv(envStore); v != "" {
+		s.Store = v
+	}
 	if v := os.Getenv(envLogFormat); v != "" {
 		s.LogFormat = v
 		if err := checkLogSetting("log_format", v, ""); err != nil {
@@ -318,6 +360,7 @@ func applyEnv(s *settings) error {
 // serveFlags are the flags of utcpd serve that override settings.
 type serveFlags struct {
 	listen, adminToken, dataDir, manualsDir string
+	store                                   string
 	apiKeys                                 []string
 	noStore                                 bool
 	maxBodyBytes                            int64
@@ -331,6 +374,7 @@ func (f *serveFlags) bind(fl *pflag.FlagSet) {
 	fl.StringVar(&f.adminToken, "admin-token", "", "bearer token of the admin API; prefer $UTCPD_ADMIN_TOKEN, flags show in ps [$UTCPD_ADMIN_TOKEN]")
 	fl.StringSliceVar(&f.apiKeys, "api-keys", nil, "API keys the REST front accepts, comma-separated; none: open front [$UTCPD_API_KEYS]")
 	fl.StringVar(&f.dataDir, "data-dir", "", "folder of the manual store (SQLite); '' keeps manuals in memory only (default $XDG_STATE_HOME/utcpd, else ~/.local/state/utcpd) [$UTCPD_DATA_DIR]")
+	fl.StringVar(&f.store, "store", "", "shared store of several replicas: a postgres:// DSN; '' keeps the SQLite store in --data-dir [$UTCPD_STORE]")
 	fl.BoolVar(&f.noStore, "no-store", false, "keep manuals registered through the admin API in memory only (same as --data-dir '')")
 	fl.StringVar(&f.manualsDir, "manuals-dir", "", "folder of *.json manuals and manual call templates, watched for changes [$UTCPD_MANUALS_DIR]")
 	fl.Int64Var(&f.maxBodyBytes, "max-body-bytes", defaultMaxBodyBytes, "largest request body accepted")
@@ -361,6 +405,12 @@ func (f *serveFlags) apply(fs *pflag.FlagSet, s *settings) error {
 	}
 	if set("manuals-dir") {
 		s.ManualsDir = f.manualsDir
+	}
+	if set("store") {
+		s.Store = f.store
+	}
+	if f.noStore {
+		s.Store = ""
 	}
 	if set("max-body-bytes") {
 		s.MaxBodyBytes = f.maxBodyBytes
@@ -400,8 +450,15 @@ func (s *settings) check() error {
 		return fmt.Errorf("timeouts must be positive (default_timeout %s, max_timeout %s, shutdown_timeout %s)", s.DefaultTimeout, s.MaxTimeout, s.ShutdownTimeout)
 	case s.DefaultTimeout > s.MaxTimeout:
 		return fmt.Errorf("default_timeout %s is longer than max_timeout %s", s.DefaultTimeout, s.MaxTimeout)
+	case s.Store != "" && !isPostgresDSN(s.Store):
+		return fmt.Errorf("store: unsupported value (want a postgres:// or postgresql:// DSN, or empty for the SQLite store in data_dir)")
 	}
 	return checkLogSetting("", s.LogFormat, s.LogLevel)
+}
+
+// isPostgresDSN reports whether dsn selects store/postgres.
+func isPostgresDSN(dsn string) bool {
+	return strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://")
 }
 
 // checkLogSetting validates a log format and level ("" skips one).

@@ -30,6 +30,10 @@ const (
 	// DefaultConcurrency is how many approved calls the daemon
 	// dispatches at once.
 	DefaultConcurrency = 4
+	// DefaultTakeoverAfter is how long, with a shared store, an approved
+	// review stays with the replica where its call was made before
+	// another replica dispatches it.
+	DefaultTakeoverAfter = time.Minute
 )
 
 // Options configure a Queue. The zero value uses the defaults.
@@ -50,6 +54,26 @@ type Options struct {
 	Concurrency int
 	// Logger receives the queue's events (never arguments); nil discards.
 	Logger *slog.Logger
+
+	// Replica names this process among the replicas sharing the store
+	// (several utcpd on one database); "" when the store is not shared.
+	// With a name, the Queue stamps it on the reviews it creates and the
+	// claims it makes, and:
+	//
+	//   - an approved review belongs to the replica where its call was
+	//     made: that replica's waiting caller (or, once the caller went
+	//     away, its dispatcher) runs it. Another replica dispatches it only
+	//     when it stayed approved for TakeoverAfter since its decision
+	//     (its replica stopped);
+	//   - a waiting caller learns of a decision taken through another
+	//     replica from the store's Watcher, when it is one, and by
+	//     reading its review every SweepInterval otherwise;
+	//   - a review left dispatching is marked interrupted only when its
+	//     claim is older than its dispatch deadline plus TakeoverAfter
+	//     (another replica may be running it), not at every start.
+	Replica string
+	// TakeoverAfter: see Replica. Default DefaultTakeoverAfter.
+	TakeoverAfter time.Duration
 }
 
 // Dispatcher runs an approved call for the daemon: the gateway's
@@ -86,6 +110,7 @@ type Queue struct {
 	closeOnce sync.Once
 	loopStop  context.CancelFunc // stops claiming
 	loopDone  chan struct{}
+	watchDone chan struct{}   // closed when follow returns; nil without a Watcher
 	runCtx    context.Context // dispatches in flight; cancelled by a hard stop
 	runCancel context.CancelFunc
 	runs      sync.WaitGroup
@@ -110,6 +135,9 @@ func NewQueue(store Store, opts Options) *Queue {
 	}
 	if opts.Concurrency <= 0 {
 		opts.Concurrency = DefaultConcurrency
+	}
+	if opts.TakeoverAfter <= 0 {
+		opts.TakeoverAfter = DefaultTakeoverAfter
 	}
 	log := opts.Logger
 	if log == nil {
@@ -183,9 +211,16 @@ func (q *Queue) Approve(ctx context.Context, call *guard.Call, v guard.Verdict) 
 func (q *Queue) wait(ctx context.Context, r *Review, wake chan struct{}, t *Ticket) (guard.Verdict, error) {
 	timer := time.NewTimer(time.Until(r.Expires))
 	defer timer.Stop()
+	var poll <-chan time.Time // a shared store: read the review now and then
+	if q.opts.Replica != "" {
+		tick := time.NewTicker(q.opts.SweepInterval)
+		defer tick.Stop()
+		poll = tick.C
+	}
 	for {
 		select {
 		case <-wake:
+		case <-poll:
 		case <-timer.C:
 		case <-ctx.Done():
 			// The review stays pending; if it was approved meanwhile,
@@ -215,6 +250,7 @@ func (q *Queue) wait(ctx context.Context, r *Review, wake chan struct{}, t *Tick
 		case StatusApproved:
 			claimed := cur.Clone()
 			claimed.Status, claimed.Dispatcher = StatusDispatching, "caller"
+			claimed.ClaimedBy, claimed.Claimed = q.opts.Replica, time.Now()
 			if t == nil {
 				// No ticket: nobody can record the outcome later.
 				claimed.Status, claimed.Finished, claimed.Message = StatusDone, time.Now(), "dispatched by its caller; outcome not recorded"
@@ -292,6 +328,7 @@ func (q *Queue) newReview(call *guard.Call, v guard.Verdict, t *Ticket) (*Review
 	r := &Review{
 		ID: newID(), Tool: call.Tool, Qualified: call.Qualified, Arguments: args, Principal: call.Principal,
 		Guard: v.Guard, Reasons: []string{v.Reason}, Status: StatusPending, Created: now, Expires: now.Add(q.opts.Timeout),
+		Replica: q.opts.Replica,
 	}
 	if t != nil {
 		r.Front, r.CallTimeout = t.Front, t.CallTimeout
@@ -485,7 +522,7 @@ func (q *Queue) Release(ctx context.Context, id string) error {
 		return fmt.Errorf("review %s is %s, not dispatching: %w", id, cur.Status, ErrConflict)
 	}
 	next := cur.Clone()
-	next.Status, next.Dispatcher = StatusApproved, ""
+	next.Status, next.Dispatcher, next.ClaimedBy, next.Claimed = StatusApproved, "", "", time.Time{}
 	if err := q.store.Update(sctx, next, StatusDispatching); err != nil {
 		return err
 	}
@@ -547,8 +584,41 @@ func (q *Queue) Start(dispatch Dispatcher) {
 		ctx, cancel := context.WithCancel(context.Background())
 		q.loopStop = cancel
 		q.loopDone = make(chan struct{})
+		if w, ok := q.store.(Watcher); ok {
+			q.watchDone = make(chan struct{})
+			go q.follow(ctx, w)
+		}
 		go q.loop(ctx, dispatch)
 	})
+}
+
+// follow wakes the callers and the dispatcher whose reviews another
+// process changed, until ctx ends.
+func (q *Queue) follow(ctx context.Context, w Watcher) {
+	defer close(q.watchDone)
+	for id := range w.Watch(ctx) {
+		q.Changed(id)
+	}
+}
+
+// Changed tells the Queue that another process sharing its store wrote
+// review id ("" when any review may have changed): the caller waiting for
+// it reads it again, and the dispatcher looks for approved reviews. A
+// Queue over a Watcher calls it itself from Start.
+func (q *Queue) Changed(id string) {
+	if id == "" {
+		q.mu.Lock()
+		for _, w := range q.waiters {
+			select {
+			case w <- struct{}{}:
+			default:
+			}
+		}
+		q.mu.Unlock()
+		q.wakeDispatcher()
+		return
+	}
+	q.notify(id, true)
 }
 
 func (q *Queue) loop(ctx context.Context, dispatch Dispatcher) {
@@ -584,7 +654,11 @@ func (q *Queue) recoverInterrupted(ctx context.Context) {
 		q.log.Error("listing reviews being dispatched at start", "err", err)
 		return
 	}
+	now := time.Now()
 	for _, r := range rs {
+		if q.opts.Replica != "" && !q.abandoned(r, now) {
+			continue // another replica may be running it
+		}
 		next := r.Clone()
 		next.Status, next.Finished = StatusInterrupted, time.Now()
 		next.Message = "the daemon stopped while the call was being dispatched; it may or may not have run, and is not run again"
@@ -596,10 +670,38 @@ func (q *Queue) recoverInterrupted(ctx context.Context) {
 	}
 }
 
+// abandoned reports whether the dispatching review r was claimed so long
+// ago that its replica must have stopped: its claim is older than its
+// dispatch deadline plus TakeoverAfter.
+func (q *Queue) abandoned(r *Review, now time.Time) bool {
+	if r.Claimed.IsZero() {
+		return true
+	}
+	deadline := max(r.CallTimeout, q.opts.DispatchTimeout)
+	return now.Sub(r.Claimed) > deadline+q.opts.TakeoverAfter
+}
+
+// othersApproved reports whether the approved review r belongs, for now,
+// to another replica (see Options.Replica).
+func (q *Queue) othersApproved(r *Review, now time.Time) bool {
+	if q.opts.Replica == "" || r.Replica == "" || r.Replica == q.opts.Replica {
+		return false
+	}
+	since := r.Decided
+	if since.IsZero() {
+		since = r.Created
+	}
+	return now.Sub(since) < q.opts.TakeoverAfter
+}
+
 // sweep expires overdue pending reviews and dispatches the approved ones
 // nobody waits for.
 func (q *Queue) sweep(ctx context.Context, dispatch Dispatcher) {
-	rs, err := q.store.List(ctx, StatusPending, StatusApproved)
+	statuses := []Status{StatusPending, StatusApproved}
+	if q.opts.Replica != "" {
+		statuses = append(statuses, StatusDispatching)
+	}
+	rs, err := q.store.List(ctx, statuses...)
 	if err != nil {
 		if ctx.Err() == nil {
 			q.log.Warn("listing reviews", "err", err)
@@ -621,7 +723,19 @@ func (q *Queue) sweep(ctx context.Context, dispatch Dispatcher) {
 					q.log.Warn("expiring a review", "review_id", r.ID, "err", err)
 				}
 			}
+		case StatusDispatching: // a shared store only
+			if q.abandoned(r, now) {
+				next := r.Clone()
+				next.Status, next.Finished = StatusInterrupted, time.Now()
+				next.Message = "the replica dispatching the call stopped; it may or may not have run, and is not run again"
+				if err := q.store.Update(ctx, next, StatusDispatching); err == nil {
+					q.log.Warn("review abandoned during its dispatch by another replica; not run again", "review_id", r.ID, "claimed_by", r.ClaimedBy)
+				}
+			}
 		case StatusApproved:
+			if q.othersApproved(r, now) {
+				continue // its replica runs it
+			}
 			select {
 			case q.sem <- struct{}{}:
 			case <-ctx.Done():
@@ -629,6 +743,7 @@ func (q *Queue) sweep(ctx context.Context, dispatch Dispatcher) {
 			}
 			claimed := r.Clone()
 			claimed.Status, claimed.Dispatcher = StatusDispatching, "daemon"
+			claimed.ClaimedBy, claimed.Claimed = q.opts.Replica, time.Now()
 			if err := q.store.Update(ctx, claimed, StatusApproved); err != nil {
 				<-q.sem
 				if !errors.Is(err, ErrConflict) {
@@ -683,6 +798,9 @@ func (q *Queue) Close(ctx context.Context) error {
 		if q.loopStop != nil {
 			q.loopStop()
 			<-q.loopDone
+			if q.watchDone != nil {
+				<-q.watchDone
+			}
 		}
 		done := make(chan struct{})
 		go func() {

@@ -38,6 +38,11 @@
 // ones can still be decided, approved ones are dispatched by the daemon.
 // A pending review past its expiry becomes expired and never runs.
 //
+// Several replicas may share one Store (store/postgres): each names
+// itself in Options.Replica, a review is decided through any replica and
+// its call runs on the replica where it was made, and only claims older
+// than their dispatch deadline are marked interrupted; see Options.Replica.
+//
 // The package imports only guard and utcp, as a guard does.
 package review
 
@@ -138,6 +143,14 @@ type Review struct {
 	Note      string    `json:"note,omitempty"`
 	// Dispatcher says who claimed the dispatch: "caller" or "daemon".
 	Dispatcher string `json:"dispatcher,omitempty"`
+	// Replica names the replica where the call was made (and its caller
+	// waits), "" when the store is not shared (Options.Replica).
+	// ClaimedBy names the replica that claimed the dispatch, Claimed
+	// when; a claim far older than the dispatch deadline is one whose
+	// replica stopped (see Options.TakeoverAfter).
+	Replica   string    `json:"replica,omitempty"`
+	ClaimedBy string    `json:"claimed_by,omitempty"`
+	Claimed   time.Time `json:"claimed,omitzero"`
 	// Finished is when the review reached a final status.
 	Finished time.Time `json:"finished,omitzero"`
 
@@ -200,6 +213,16 @@ type Store interface {
 	// Prune deletes the reviews in a final status that finished before
 	// before, and returns how many.
 	Prune(ctx context.Context, before time.Time) (int, error)
+}
+
+// Watcher is implemented by a Store that several processes share
+// (replicas on one database). Watch reports the IDs of the reviews other
+// processes wrote, "" when any review may have changed (notifications were
+// lost); the channel is closed when ctx ends or the Store is closed. A
+// Queue over a Watcher follows it from Start, so that a caller waiting in
+// this process learns at once of a decision taken through another.
+type Watcher interface {
+	Watch(ctx context.Context) <-chan string
 }
 
 // Errors a Store returns, wrapped.

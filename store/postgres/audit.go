@@ -1,0 +1,159 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/utcpd/utcpd/gateway/audit"
+	"github.com/utcpd/utcpd/utcp"
+)
+
+// Audit is the audit.Store of a Store, in its audit table: every
+// replica's records in one table, so the audit listing of any replica
+// shows the calls of all. IDs come from one sequence: newer records of any
+// replica have larger IDs. Get it with Store.Audit; it is closed with its
+// Store.
+type Audit struct{ s *Store }
+
+var _ audit.Store = (*Audit)(nil)
+
+// Audit returns the store's audit.Store.
+func (s *Store) Audit() *Audit { return &Audit{s: s} }
+
+// pruneBatch is how many rows one DELETE of Prune removes.
+const pruneBatch = 5000
+
+// Append stores recs in one transaction, committed when Append returns
+// nil.
+func (a *Audit) Append(ctx context.Context, recs []audit.Record) error {
+	s := a.s
+	octx, cancel, err := s.op(ctx)
+	if err != nil {
+		return err
+	}
+	defer cancel()
+	if len(recs) == 0 {
+		return nil
+	}
+	batch := &pgx.Batch{}
+	for i := range recs {
+		r := &recs[i]
+		if err := audit.Check(r); err != nil {
+			return err
+		}
+		if r.Time.Before(minTime) || r.Time.After(maxTime) {
+			return utcp.NewError(utcp.CodeInvalidRequest, "audit: record time %s is outside the storable range", r.Time)
+		}
+		c := *r
+		c.ID = 0
+		data, err := json.Marshal(&c)
+		if err != nil {
+			return utcp.Errorf(utcp.CodeInvalidRequest, "audit: encoding a record: %w", err)
+		}
+		batch.Queue(`INSERT INTO audit (time, tool, qualified, decision, outcome, data) VALUES ($1, $2, $3, $4, $5, $6)`,
+			r.Time.UnixNano(), r.Tool, r.Qualified, r.Decision, r.Outcome, data)
+	}
+	err = pgx.BeginFunc(octx, s.pool, func(tx pgx.Tx) error {
+		return tx.SendBatch(octx, batch).Close()
+	})
+	if err != nil {
+		return s.wrap(ctx, "append audit records", err)
+	}
+	return nil
+}
+
+// Query returns the selected records, newest first.
+func (a *Audit) Query(ctx context.Context, q audit.Query) ([]audit.Record, error) {
+	s := a.s
+	octx, cancel, err := s.op(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer cancel()
+	sqlq := `SELECT id, data FROM audit WHERE true`
+	var args []any
+	arg := func(v any) string {
+		args = append(args, v)
+		return "$" + strconv.Itoa(len(args))
+	}
+	if q.Tool != "" {
+		p := arg(q.Tool)
+		sqlq += ` AND (tool = ` + p + ` OR qualified = ` + p + `)`
+	}
+	if q.Decision != "" {
+		sqlq += ` AND decision = ` + arg(q.Decision)
+	}
+	if q.Outcome != "" {
+		sqlq += ` AND outcome = ` + arg(q.Outcome)
+	}
+	if !q.Since.IsZero() {
+		since := q.Since
+		if since.Before(minTime) {
+			since = minTime
+		}
+		sqlq += ` AND time >= ` + arg(since.UnixNano())
+	}
+	if q.Before > 0 {
+		sqlq += ` AND id < ` + arg(q.Before)
+	}
+	sqlq += ` ORDER BY id DESC LIMIT ` + strconv.Itoa(q.EffectiveLimit())
+	rows, err := s.pool.Query(octx, sqlq, args...)
+	if err != nil {
+		return nil, s.wrap(ctx, "query audit records", err)
+	}
+	defer rows.Close()
+	out := []audit.Record{}
+	for rows.Next() {
+		var id int64
+		var data []byte
+		if err := rows.Scan(&id, &data); err != nil {
+			return nil, s.wrap(ctx, "query audit records", err)
+		}
+		var r audit.Record
+		if err := json.Unmarshal(data, &r); err != nil {
+			return nil, utcp.Errorf(utcp.CodeInternal, "postgres: audit record %d: decoding: %w", id, err)
+		}
+		r.ID = id
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.wrap(ctx, "query audit records", err)
+	}
+	return out, nil
+}
+
+// Prune deletes the records of calls that started before before, a batch
+// at a time.
+func (a *Audit) Prune(ctx context.Context, before time.Time) (int64, error) {
+	s := a.s
+	if _, cancel, err := s.op(ctx); err != nil {
+		return 0, err
+	} else {
+		cancel()
+	}
+	if before.Before(minTime) {
+		return 0, nil
+	}
+	if before.After(maxTime) {
+		before = maxTime
+	}
+	var total int64
+	for {
+		octx, cancel := context.WithTimeout(ctx, s.opts.OpTimeout)
+		tag, err := s.pool.Exec(octx, `DELETE FROM audit WHERE id IN (SELECT id FROM audit WHERE time < $1 ORDER BY time LIMIT $2)`,
+			before.UnixNano(), pruneBatch)
+		cancel()
+		if err != nil {
+			return total, s.wrap(ctx, "prune audit records", err)
+		}
+		n := tag.RowsAffected()
+		total += n
+		if n < pruneBatch {
+			return total, nil
+		}
+	}
+}
