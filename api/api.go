@@ -106,6 +106,9 @@ type Options struct {
 	// tool of the MCP front and the LLM exports): timeouts, tool-call,
 	// instruction and memory limits. Its Tools is the Gateway.
 	CodeMode codemode.Options
+	// DisableCodeMode turns CodeMode off: no /v1/codemode routes, no
+	// codemode.run tool on the MCP front or in the exports.
+	DisableCodeMode bool
 	// PublicURL is the gateway's address as clients reach it (scheme,
 	// host, optional path prefix), used in the call templates of the UTCP
 	// manual at GET /utcp (package api/utcpmanual); empty: the request's
@@ -192,13 +195,17 @@ func newServer(opts Options) (*server, error) {
 		DefaultTimeout: opts.DefaultTimeout, MaxTimeout: opts.MaxTimeout,
 		Tracker: tracker, Reviews: opts.Reviews, Heartbeat: opts.StreamHeartbeat, Logger: log,
 	}).Register(rt, httpx.RequireKeys(httpx.NewKeys(opts.APIKeys), "utcpd"))
-	cmOpts := opts.CodeMode
-	cmOpts.Tools = opts.Gateway
-	runner, err := codemode.New(cmOpts)
-	if err != nil {
-		return nil, fmt.Errorf("api: %w", err)
+	var runner *codemode.Runner
+	if !opts.DisableCodeMode {
+		cmOpts := opts.CodeMode
+		cmOpts.Tools = opts.Gateway
+		r, err := codemode.New(cmOpts)
+		if err != nil {
+			return nil, fmt.Errorf("api: %w", err)
+		}
+		runner = r
+		codemode.NewHandler(runner, opts.MaxBodyBytes, log).Register(rt, httpx.RequireKeys(httpx.NewKeys(opts.APIKeys), "utcpd"))
 	}
-	codemode.NewHandler(runner, opts.MaxBodyBytes, log).Register(rt, httpx.RequireKeys(httpx.NewKeys(opts.APIKeys), "utcpd"))
 	llm.New(llm.Options{
 		Gateway: opts.Gateway, MaxBodyBytes: opts.MaxBodyBytes, Timeout: opts.DefaultTimeout, CodeMode: runner, Logger: log,
 	}).Register(rt, httpx.RequireKeys(httpx.NewKeys(opts.APIKeys), "utcpd"))
@@ -268,7 +275,7 @@ func newServer(opts Options) (*server, error) {
 	if mo.Version == "" {
 		mo.Version = opts.Version
 	}
-	if mo.CodeMode == nil && mo.Gateway != nil {
+	if mo.CodeMode == nil && mo.Gateway != nil && runner != nil {
 		mo.CodeMode = runner
 	}
 	mcpFront, err := mcpfront.New(context.Background(), mo)

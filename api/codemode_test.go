@@ -148,3 +148,40 @@ func TestCodeModeShadowing(t *testing.T) {
 		t.Fatalf("%s", r)
 	}
 }
+
+// TestCodeModeDisabled: with DisableCodeMode no front offers CodeMode: the
+// routes are gone, the MCP front does not list codemode.run and the
+// exports leave codemode__run out, while the tools themselves stay.
+func TestCodeModeDisabled(t *testing.T) {
+	be := serveBackend(t)
+	e := newEnv(t, envOptions{api: Options{DisableCodeMode: true}})
+	e.register(be.manual("demo"), "test")
+	if r := e.do(req{method: "POST", path: "/v1/codemode", body: `{"code": "return 1"}`}); r.status != http.StatusNotFound {
+		t.Errorf("POST /v1/codemode: %s, want 404", r)
+	}
+	if r := e.do(req{method: "GET", path: "/v1/codemode/interfaces"}); r.status != http.StatusNotFound {
+		t.Errorf("GET /v1/codemode/interfaces: %s, want 404", r)
+	}
+	r := e.do(req{method: "GET", path: "/v1/export/openai"})
+	if r.status != 200 || strings.Contains(string(r.body), "codemode__run") || !strings.Contains(string(r.body), "demo__add") {
+		t.Errorf("export: %s", r)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	c := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil)
+	s, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: e.srv.URL + "/mcp", MaxRetries: -1}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var names []string
+	for tool, err := range s.Tools(ctx, nil) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, tool.Name)
+	}
+	if fmt.Sprint(names) != "[demo.add demo.count demo.echo demo.fail demo.sleep]" {
+		t.Errorf("MCP tools %v, want the demo tools only", names)
+	}
+}

@@ -408,21 +408,23 @@ func (d *daemon) run(ctx context.Context, stdout io.Writer, loopback bool) error
 	}()
 	defer d.closeReviews()
 	handler, err := api.New(api.Options{
-		Gateway:        g,
-		AdminToken:     s.AdminToken,
-		APIKeys:        s.APIKeys,
-		MaxBodyBytes:   s.MaxBodyBytes,
-		DefaultTimeout: s.DefaultTimeout,
-		MaxTimeout:     s.MaxTimeout,
-		Ready:          d.readiness,
-		Degraded:       d.degraded,
-		Observer:       obs,
-		Reviews:        d.reviews,
-		Audit:          auditStore,
-		MCP:            mcpfront.Options{AllowedOrigins: s.AllowedOrigins},
-		PublicURL:      s.PublicURL,
-		Logger:         log.With("component", "api"),
-		Version:        versionString(),
+		Gateway:         g,
+		AdminToken:      s.AdminToken,
+		APIKeys:         s.APIKeys,
+		MaxBodyBytes:    s.MaxBodyBytes,
+		DefaultTimeout:  s.DefaultTimeout,
+		MaxTimeout:      s.MaxTimeout,
+		Ready:           d.readiness,
+		Degraded:        d.degraded,
+		Observer:        obs,
+		Reviews:         d.reviews,
+		Audit:           auditStore,
+		MCP:             mcpfront.Options{AllowedOrigins: s.AllowedOrigins},
+		PublicURL:       s.PublicURL,
+		CodeMode:        s.CodeMode,
+		DisableCodeMode: s.CodeModeOff,
+		Logger:          log.With("component", "api"),
+		Version:         versionString(),
 	})
 	if err != nil {
 		return &exitError{code: exitUsage, err: err}

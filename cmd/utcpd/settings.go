@@ -17,6 +17,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/utcpd/utcpd/api/codemode"
 	"github.com/utcpd/utcpd/manuals"
 	"github.com/utcpd/utcpd/utcp"
 )
@@ -85,6 +86,11 @@ type settings struct {
 	// PublicURL is the gateway's address as clients reach it, used in the
 	// call templates of the UTCP manual at GET /utcp (gateway.public_url).
 	PublicURL string
+
+	// CodeMode tunes CodeMode (gateway.codemode; zero fields keep the
+	// defaults of api/codemode); CodeModeOff turns it off.
+	CodeMode    codemode.Options
+	CodeModeOff bool
 }
 
 // gatewayKeys are the keys of the configuration's gateway section.
@@ -93,6 +99,7 @@ var gatewayKeys = []string{
 	"default_timeout", "max_timeout", "shutdown_timeout", "log_format", "log_level",
 	"guards", "bypass_tools", "guard_timeout", "review_timeout", "audit_retention",
 	"allowed_origins", "store", "store_resync_interval", "store_max_conns", "public_url",
+	"codemode",
 }
 
 // defaultSettings returns the built-in defaults.
@@ -290,6 +297,10 @@ func applyGatewaySection(s *settings, raw json.RawMessage, file string, data []b
 				s.LogFormat = str
 			} else {
 				s.LogLevel = str
+			}
+		case "codemode":
+			if msg := applyCodeModeSetting(s, v); msg != "" {
+				bad("%s", msg)
 			}
 		case "guards", "bypass_tools", "guard_timeout", "review_timeout", "audit_retention":
 			if msg := applyGuardSetting(s, key, v); msg != "" {
