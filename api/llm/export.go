@@ -14,7 +14,8 @@
 //
 // provider is openai, anthropic or gemini. Function names follow Names
 // (qualified "manual.tool" → "manual__tool"); schemas are rewritten per
-// provider (see Export).
+// provider (see Export). The export route keeps each tool's rendering in
+// a Cache, so repeated polling re-renders only tools that changed.
 package llm
 
 import (
@@ -124,8 +125,9 @@ type GeminiFunction struct {
 //     tools: an empty list). The schema is reduced to Gemini's subset (see
 //     geminiSchema); a function without properties has no parameters.
 //
-// Tools are converted in parallel. A tool whose input schema is not a
-// JSON object is an error.
+// Tools are converted in parallel, every one of them on every call (a
+// Cache keeps the conversions across calls). A tool whose input schema is
+// not a JSON object is an error.
 func Export(p Provider, tools []*utcp.Tool, names *Names, opts ExportOptions) (json.RawMessage, error) {
 	if _, err := ParseProvider(string(p)); err != nil {
 		return nil, err
@@ -137,12 +139,36 @@ func Export(p Provider, tools []*utcp.Tool, names *Names, opts ExportOptions) (j
 		}
 		names = NewNames(qs)
 	}
+	return render(p, tools, names, opts, nil)
+}
+
+// render encodes tools in p's format. entries, when not nil, holds the
+// cached renderings (see Cache): a tool with an entry uses its rendering
+// when that was made with the tool's current name, and stores a new one
+// otherwise.
+func render(p Provider, tools []*utcp.Tool, names *Names, opts ExportOptions, entries map[*utcp.Tool]*entry) (json.RawMessage, error) {
+	v := variant(p, opts)
 	frags := make([][]byte, len(tools))
 	errs := make([]error, len(tools))
+	one := func(i int) {
+		t := tools[i]
+		name := names.Provider(t.Name)
+		e := entries[t]
+		if e != nil {
+			if r := e.r[v].Load(); r != nil && r.name == name {
+				frags[i] = r.data
+				return
+			}
+		}
+		frags[i], errs[i] = exportOne(p, t, name, opts)
+		if e != nil && errs[i] == nil {
+			e.r[v].Store(&rendering{name: name, data: frags[i]})
+		}
+	}
 	workers := min(runtime.GOMAXPROCS(0), (len(tools)+255)/256)
 	if workers <= 1 {
-		for i, t := range tools {
-			frags[i], errs[i] = exportOne(p, t, names.Provider(t.Name), opts)
+		for i := range tools {
+			one(i)
 		}
 	} else {
 		var wg sync.WaitGroup
@@ -151,7 +177,7 @@ func Export(p Provider, tools []*utcp.Tool, names *Names, opts ExportOptions) (j
 			end := min(start+chunk, len(tools))
 			wg.Go(func() {
 				for i := start; i < end; i++ {
-					frags[i], errs[i] = exportOne(p, tools[i], names.Provider(tools[i].Name), opts)
+					one(i)
 				}
 			})
 		}
@@ -188,46 +214,47 @@ func Export(p Provider, tools []*utcp.Tool, names *Names, opts ExportOptions) (j
 
 // exportOne encodes one tool's definition.
 func exportOne(p Provider, t *utcp.Tool, name string, opts ExportOptions) ([]byte, error) {
-	if p != Gemini && !(p == OpenAI && opts.Strict) {
+	strict := p == OpenAI && opts.Strict
+	if p != Gemini && !strict {
 		if raw, ok := passThrough(t.Inputs); ok {
-			if p == OpenAI {
-				return marshal(OpenAITool{Type: "function", Function: OpenAIFunction{Name: name, Description: t.Description, Parameters: raw}})
+			var params bytes.Buffer
+			params.Grow(len(raw))
+			if err := json.Compact(&params, raw); err != nil {
+				return nil, err
 			}
-			return marshal(AnthropicTool{Name: name, Description: t.Description, InputSchema: raw})
+			return appendFunction(make([]byte, 0, params.Len()+len(name)+len(t.Description)+64), p, name, t.Description, params.Bytes(), false), nil
 		}
 	}
 	m, err := decodeSchema(t.Inputs)
 	if err != nil {
 		return nil, err
 	}
+	var params map[string]any
 	switch p {
 	case OpenAI:
-		params := objectRoot(m)
-		if opts.Strict {
+		params = objectRoot(m)
+		if strict {
 			params, _ = openAIStrict(params, 0).(map[string]any)
 		}
-		raw, err := marshal(params)
-		if err != nil {
-			return nil, err
-		}
-		return marshal(OpenAITool{Type: "function", Function: OpenAIFunction{Name: name, Description: t.Description, Parameters: raw, Strict: opts.Strict}})
 	case Anthropic:
-		raw, err := marshal(objectRoot(m))
-		if err != nil {
+		params = objectRoot(m)
+	default:
+		params = geminiSchema(m, m, 0)
+		params["type"] = "OBJECT"
+		if props, _ := params["properties"].(map[string]any); len(props) == 0 {
+			params = nil
+		}
+	}
+	var raw []byte
+	switch {
+	case params != nil:
+		if raw, err = appendJSON(make([]byte, 0, len(t.Inputs)+64), params); err != nil {
 			return nil, err
 		}
-		return marshal(AnthropicTool{Name: name, Description: t.Description, InputSchema: raw})
-	default:
-		params := geminiSchema(m, m, 0)
-		params["type"] = "OBJECT"
-		fn := GeminiFunction{Name: name, Description: t.Description}
-		if props, _ := params["properties"].(map[string]any); len(props) > 0 {
-			if fn.Parameters, err = marshal(params); err != nil {
-				return nil, err
-			}
-		}
-		return marshal(fn)
+	case p != Gemini:
+		raw = []byte("null") // not reached: the roots above are objects
 	}
+	return appendFunction(make([]byte, 0, len(raw)+len(name)+len(t.Description)+64), p, name, t.Description, raw, strict), nil
 }
 
 // passThrough returns the schema unchanged when it already is a root

@@ -58,6 +58,7 @@ type Handler struct {
 	parallel int
 	codemode *codemode.Runner
 	log      *slog.Logger
+	cache    Cache // the gateway's renderings and name mapping
 }
 
 // New returns the Handler for opts.
@@ -97,9 +98,8 @@ func provider(r *http.Request) (Provider, error) {
 	return p, nil
 }
 
-// namesOf computes the name mapping over every registered tool.
-func namesOf(g *gateway.Gateway) *Names {
-	all := g.ListTools()
+// namesOf computes the name mapping over all (every registered tool).
+func namesOf(all []*utcp.Tool) *Names {
 	qs := make([]string, len(all))
 	for i, t := range all {
 		qs[i] = t.Name
@@ -126,11 +126,18 @@ type ExportQuery struct {
 
 // ExportTools selects the tools of g by q and exports them in p's format,
 // named by the mapping over every registered tool (so that execution
-// finds them).
+// finds them). It renders every tool (a one-off export); the Handler's
+// route gives the same bytes from its Cache.
 func ExportTools(g *gateway.Gateway, p Provider, q ExportQuery) (json.RawMessage, error) {
+	return exportTools(g, p, q, nil)
+}
+
+// exportTools is ExportTools, through c when it is not nil.
+func exportTools(g *gateway.Gateway, p Provider, q ExportQuery, c *Cache) (json.RawMessage, error) {
+	all := g.ListTools()
 	var tools []*utcp.Tool
 	if q.Q == "" && len(q.Tags) == 0 {
-		tools = g.ListTools()
+		tools = all
 		if q.Limit > 0 && len(tools) > q.Limit {
 			tools = tools[:q.Limit]
 		}
@@ -141,7 +148,10 @@ func ExportTools(g *gateway.Gateway, p Provider, q ExportQuery) (json.RawMessage
 		tools = slices.DeleteFunc(slices.Clone(tools), func(t *utcp.Tool) bool { return t.Name == codemode.ToolName })
 		tools = append([]*utcp.Tool{codemode.Tool()}, tools...)
 	}
-	return Export(p, tools, namesOf(g), q.Options)
+	if c != nil {
+		return c.Export(p, tools, all, q.Options)
+	}
+	return Export(p, tools, namesOf(all), q.Options)
 }
 
 func (h *Handler) export(w http.ResponseWriter, r *http.Request) {
@@ -184,7 +194,7 @@ func (h *Handler) export(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
-	out, err := ExportTools(h.g, p, q)
+	out, err := exportTools(h.g, p, q, &h.cache)
 	if err != nil {
 		httpx.Logged(h.log, w, r, httpx.Errorf(utcp.CodeInternal, "exporting the tools: %v", err))
 		return
@@ -232,7 +242,7 @@ func (h *Handler) Run(ctx context.Context, calls []Call, principal string) []Out
 	if len(calls) == 0 {
 		return outs
 	}
-	names := namesOf(h.g)
+	names := h.cache.Names(h.g.ListTools())
 	sem := make(chan struct{}, h.parallel)
 	var wg sync.WaitGroup
 	for i, c := range calls {

@@ -1,0 +1,125 @@
+package llm
+
+import (
+	"encoding/json"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"github.com/utcpd/utcpd/utcp"
+)
+
+// Cache makes repeated exports of a gateway's tools cheap: it keeps each
+// tool's encoded definition, per provider and strict variant, and the name
+// mapping of the whole tool set, and re-renders only what changed.
+//
+// Tools are recognised by pointer. That is safe for the gateway's tools
+// (gateway.ListTools, SearchTools): the registry never modifies a
+// registered tool or its definition, and a replaced tool (refresh,
+// reload, PUT) is a new *utcp.Tool, so it is rendered afresh. Callers
+// passing other tools must not modify them after the first export either.
+//
+// The set is the list given as all (gateway.ListTools): when it holds the
+// same pointers in the same order as on the previous call, the previous
+// mapping and renderings are used as they are; otherwise the mapping is
+// computed again, the renderings of tools still in the set are kept and
+// those of removed tools dropped. A rendering is kept only for tools of
+// the current set, and only when it was made with the name the current
+// mapping gives (a collision appearing or vanishing elsewhere in the set
+// can change a tool's name), so the memory held is bounded by the live
+// tools times the variants asked for.
+//
+// The zero Cache is ready to use; a Cache is safe for concurrent use. Its
+// results are byte for byte those of Export with NewNames over all.
+type Cache struct {
+	mu   sync.Mutex // serialises rebuilds of snap
+	snap atomic.Pointer[snapshot]
+}
+
+// snapshot is the cached state of one tool set. It is immutable except
+// for the renderings inside its entries, which are atomic.
+type snapshot struct {
+	all     []*utcp.Tool
+	names   *Names
+	entries map[*utcp.Tool]*entry
+}
+
+// numVariants counts the renderings a tool can have (see variant).
+const numVariants = 4
+
+// entry holds one tool's renderings, by variant.
+type entry struct {
+	r [numVariants]atomic.Pointer[rendering]
+}
+
+// rendering is one encoded tool definition and the function name it was
+// encoded with.
+type rendering struct {
+	name string
+	data []byte
+}
+
+// variant numbers the distinct renderings of a tool: OpenAI, OpenAI
+// strict, Anthropic, Gemini (strict only matters for OpenAI).
+func variant(p Provider, opts ExportOptions) int {
+	switch p {
+	case OpenAI:
+		if opts.Strict {
+			return 1
+		}
+		return 0
+	case Anthropic:
+		return 2
+	default:
+		return 3
+	}
+}
+
+// Names returns the mapping NewNames computes over the names of all,
+// reusing the previous one when all is the same list as before.
+func (c *Cache) Names(all []*utcp.Tool) *Names { return c.snapshot(all).names }
+
+// Export returns what Export(p, tools, NewNames(names of all), opts)
+// returns, from cached renderings where it can. tools is normally a
+// selection of all; a tool outside all is rendered but not kept.
+func (c *Cache) Export(p Provider, tools, all []*utcp.Tool, opts ExportOptions) (json.RawMessage, error) {
+	if _, err := ParseProvider(string(p)); err != nil {
+		return nil, err
+	}
+	s := c.snapshot(all)
+	return render(p, tools, s.names, opts, s.entries)
+}
+
+// snapshot returns the snapshot of all, building it when all differs
+// from the cached one.
+func (c *Cache) snapshot(all []*utcp.Tool) *snapshot {
+	if s := c.snap.Load(); s != nil && slices.Equal(s.all, all) {
+		return s
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	old := c.snap.Load()
+	if old != nil && slices.Equal(old.all, all) {
+		return old
+	}
+	qs := make([]string, len(all))
+	for i, t := range all {
+		qs[i] = t.Name
+	}
+	s := &snapshot{all: slices.Clone(all), names: NewNames(qs), entries: make(map[*utcp.Tool]*entry, len(all))}
+	for _, t := range all {
+		if _, dup := s.entries[t]; dup {
+			continue
+		}
+		e := (*entry)(nil)
+		if old != nil {
+			e = old.entries[t]
+		}
+		if e == nil {
+			e = new(entry)
+		}
+		s.entries[t] = e
+	}
+	c.snap.Store(s)
+	return s
+}
