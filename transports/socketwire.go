@@ -18,6 +18,46 @@ import (
 // without the envelope, and reading an answer by response_format. prefix
 // is the transport's name, used in error messages.
 
+// The frame types of the utcpd envelope of the raw-socket transports
+// (see the tcp and udp package documentation). They are the websocket
+// transport's frame types too.
+const (
+	FrameCall     = "call"   // client → server: run a tool
+	FrameCancel   = "cancel" // client → server: the caller gave up
+	FrameDiscover = "utcp"   // client → server: send your manual
+	FrameResult   = "result" // server → client: the whole result; ends the call
+	FrameEvent    = "event"  // server → client: one streamed item
+	FrameEnd      = "end"    // server → client: the stream is over
+	FrameError    = "error"  // server → client: the call failed; ends the call
+	FrameManual   = "manual" // server → client: the manual asked for
+)
+
+// Frame is one message of the utcpd envelope of the raw-socket
+// transports: JSON in one frame of a tcp template's framing, or one udp
+// datagram. Clients send call, cancel and utcp frames; servers answer with
+// result, event, end, error and manual frames carrying the id of the
+// request.
+type Frame struct {
+	// Type is one of the Frame* constants.
+	Type string `json:"type"`
+	// ID correlates a request and its answers.
+	ID string `json:"id,omitempty"`
+	// Tool is the tool's name as the server knows it (call).
+	Tool string `json:"tool,omitempty"`
+	// Arguments are the call's arguments (call).
+	Arguments map[string]any `json:"arguments,omitempty"`
+	// Result is the tool's whole result (result).
+	Result any `json:"result,omitempty"`
+	// Event optionally names a streamed item (event).
+	Event string `json:"event,omitempty"`
+	// Data is one streamed item (event).
+	Data any `json:"data,omitempty"`
+	// Error describes a failure (error).
+	Error *WireError `json:"error,omitempty"`
+	// Manual is the server's UTCP manual (manual).
+	Manual json.RawMessage `json:"manual,omitempty"`
+}
+
 // WireError is the error object of an envelope error frame.
 type WireError struct {
 	// Code is "tool_error" (the default), "tool_not_found",

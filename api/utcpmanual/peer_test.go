@@ -14,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/utcpd/utcpd/api/utcpmanual"
+	"github.com/utcpd/utcpd/transports/transporttest"
 	"github.com/utcpd/utcpd/utcp"
 )
 
@@ -27,20 +28,8 @@ import (
 // and `npm ci` in testdata/peer; set UTCPD_NPM_PEERS=1 to run it (CI
 // does), and it fails when that is set and the peer is missing.
 func TestTypeScriptClient(t *testing.T) {
-	install := "npm ci --prefix api/utcpmanual/testdata/peer --no-audit --no-fund"
-	if os.Getenv("UTCPD_NPM_PEERS") != "1" {
-		t.Skipf("set UTCPD_NPM_PEERS=1 to run the @utcp/sdk peer test (install it with: %s)", install)
-	}
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Fatalf("UTCPD_NPM_PEERS=1 but node is not installed: %v", err)
-	}
-	dir, _ := filepath.Abs(filepath.Join("testdata", "peer"))
-	for _, pkg := range []string{"@utcp/sdk", "@utcp/http"} {
-		if _, err := os.Stat(filepath.Join(dir, "node_modules", pkg, "package.json")); err != nil {
-			t.Fatalf("UTCPD_NPM_PEERS=1 but %s is not installed (%v); install it with: %s", pkg, err, install)
-		}
-	}
+	peer := transporttest.NPMPeer(t, "@utcp/sdk", "@utcp/http")
+	node, dir := peer.Node, peer.Dir
 
 	e := newEnv(t, envOptions{keys: []string{apiKey}})
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)

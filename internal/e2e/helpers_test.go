@@ -28,14 +28,13 @@ import (
 	"github.com/utcpd/utcpd/api"
 	"github.com/utcpd/utcpd/gateway"
 	_ "github.com/utcpd/utcpd/transports/all" // the mcp transport, among others
+	"github.com/utcpd/utcpd/transports/transporttest"
 )
 
 const (
-	peerEnv     = "UTCPD_NPM_PEERS"
-	peerInstall = "npm ci --prefix internal/e2e/testdata/peer (Node.js >= 18)"
-	manualName  = "ev"
-	serverName  = "everything"
-	toolPrefix  = manualName + "." + serverName + "."
+	manualName = "ev"
+	serverName = "everything"
+	toolPrefix = manualName + "." + serverName + "."
 )
 
 // peers are the installed npm peers.
@@ -50,28 +49,13 @@ type peers struct {
 // but the peers or node are missing.
 func requirePeers(t testing.TB) peers {
 	t.Helper()
-	if os.Getenv(peerEnv) != "1" {
-		t.Skipf("set %s=1 to run against @modelcontextprotocol/server-everything and supergateway; install them with %s", peerEnv, peerInstall)
+	peer := transporttest.NPMPeer(t, "@modelcontextprotocol/server-everything", "supergateway")
+	return peers{
+		node:         peer.Node,
+		everything:   filepath.Join(peer.Modules, "@modelcontextprotocol", "server-everything", "dist", "index.js"),
+		supergateway: filepath.Join(peer.Modules, "supergateway", "dist", "index.js"),
+		preload:      filepath.Join(peer.Dir, "loopback.cjs"),
 	}
-	dir, err := filepath.Abs(filepath.Join("testdata", "peer"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := peers{
-		everything:   filepath.Join(dir, "node_modules", "@modelcontextprotocol", "server-everything", "dist", "index.js"),
-		supergateway: filepath.Join(dir, "node_modules", "supergateway", "dist", "index.js"),
-		preload:      filepath.Join(dir, "loopback.cjs"),
-	}
-	for _, f := range []string{p.everything, p.supergateway, p.preload} {
-		if _, err := os.Stat(f); err != nil {
-			t.Fatalf("%s=1 but the npm peers are not installed (%v); run %s", peerEnv, err, peerInstall)
-		}
-	}
-	p.node, err = exec.LookPath("node")
-	if err != nil {
-		t.Fatalf("%s=1 but node is not on PATH (%v); the peers need Node.js >= 18", peerEnv, err)
-	}
-	return p
 }
 
 // freePort returns a TCP port on 127.0.0.1 that was free a moment ago.

@@ -13,7 +13,6 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -29,14 +28,8 @@ import (
 var Info = transports.Info{
 	Type:          "cli",
 	ParseTemplate: parseTemplate,
-	New: func(opts transports.Options) (transports.Transport, error) {
-		t, err := New(opts)
-		if err != nil {
-			return nil, err
-		}
-		return t, nil
-	},
-	Template: new(Template),
+	New:           transports.Constructor(New),
+	Template:      new(Template),
 }
 
 func init() { transports.MustRegister(Info) }
@@ -110,22 +103,10 @@ var (
 // A missing bash executable is not an error here; calls then fail with a
 // transport error.
 func New(opts transports.Options) (*Transport, error) {
-	log := opts.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
 	var cfg Config
-	if len(bytes.TrimSpace(opts.Config)) > 0 {
-		if err := json.Unmarshal(opts.Config, &cfg); err != nil {
-			return nil, utcp.Errorf(utcp.CodeInvalidConfig, "cli: transport configuration: %w", err)
-		}
-		var keys map[string]json.RawMessage
-		_ = json.Unmarshal(opts.Config, &keys)
-		for k := range keys {
-			if !slices.Contains(transports.FieldNames(&cfg), k) {
-				log.Warn("cli: unknown configuration field ignored", "field", k, "known", transports.FieldNames(&cfg))
-			}
-		}
+	log, err := transports.DecodeConfig(opts, "cli", &cfg)
+	if err != nil {
+		return nil, utcp.Errorf(utcp.CodeInvalidConfig, "cli: transport configuration: %w", err)
 	}
 	if cfg.MaxOutputBytes < 0 {
 		return nil, utcp.NewError(utcp.CodeInvalidConfig, "cli: max_output_bytes must not be negative")
@@ -713,38 +694,12 @@ func newNonce() string {
 // environment builds the process environment: the inherited variables,
 // then env_vars, then one variable per placeholder argument.
 func environment(spec *Template, sc *script, args map[string]any) ([]string, error) {
-	vars := map[string]string{}
-	var order []string
-	set := func(k, v string) {
-		if _, ok := vars[k]; !ok {
-			order = append(order, k)
-		}
-		vars[k] = v
-	}
 	inherit := spec.InheritEnvVars
 	if inherit == nil {
 		inherit = DefaultInherit
 	}
-	for _, kv := range os.Environ() {
-		k, v, ok := strings.Cut(kv, "=")
-		if !ok || k == "" {
-			continue
-		}
-		for _, pat := range inherit {
-			if pat == k || strings.HasSuffix(pat, "*") && strings.HasPrefix(k, strings.TrimSuffix(pat, "*")) {
-				set(k, v)
-				break
-			}
-		}
-	}
-	keys := make([]string, 0, len(spec.EnvVars))
-	for k := range spec.EnvVars {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	for _, k := range keys {
-		set(k, spec.EnvVars[k])
-	}
+	env := transports.InheritEnv(inherit)
+	env.SetAll(spec.EnvVars)
 	for _, name := range sc.args.order {
 		v, ok := args[name]
 		if !ok {
@@ -764,13 +719,9 @@ func environment(spec *Template, sc *script, args map[string]any) ([]string, err
 			return nil, utcp.NewError(utcp.CodeInvalidArguments, "cli: argument %q is %d bytes, over the %d-byte limit of one environment string; set stdin_arguments in the template and read the arguments from standard input", name, len(s), MaxArgumentBytes).
 				WithDetail("argument", name)
 		}
-		set(vname, s)
+		env.Set(vname, s)
 	}
-	env := make([]string, 0, len(order))
-	for _, k := range order {
-		env = append(env, k+"="+vars[k])
-	}
-	return env, nil
+	return env.List(), nil
 }
 
 // argString renders one argument value for a placeholder: strings as they

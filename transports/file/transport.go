@@ -1,9 +1,7 @@
 package file
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -11,7 +9,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"slices"
 	"sync/atomic"
 
 	"github.com/utcpd/utcpd/manuals"
@@ -23,14 +20,8 @@ import (
 var Info = transports.Info{
 	Type:          "file",
 	ParseTemplate: parseTemplate,
-	New: func(opts transports.Options) (transports.Transport, error) {
-		t, err := New(opts)
-		if err != nil {
-			return nil, err
-		}
-		return t, nil
-	},
-	Template: new(Template),
+	New:           transports.Constructor(New),
+	Template:      new(Template),
 }
 
 func init() { transports.MustRegister(Info) }
@@ -60,22 +51,10 @@ var _ transports.Transport = (*Transport)(nil)
 
 // New returns a file Transport. Options.Config, when set, is a Config.
 func New(opts transports.Options) (*Transport, error) {
-	log := opts.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
 	var cfg Config
-	if len(bytes.TrimSpace(opts.Config)) > 0 {
-		if err := json.Unmarshal(opts.Config, &cfg); err != nil {
-			return nil, utcp.Errorf(utcp.CodeInvalidConfig, "file: transport configuration: %w", err)
-		}
-		var keys map[string]json.RawMessage
-		_ = json.Unmarshal(opts.Config, &keys)
-		for k := range keys {
-			if !slices.Contains(transports.FieldNames(&cfg), k) {
-				log.Warn("file: unknown configuration field ignored", "field", k, "known", transports.FieldNames(&cfg))
-			}
-		}
+	log, err := transports.DecodeConfig(opts, "file", &cfg)
+	if err != nil {
+		return nil, utcp.Errorf(utcp.CodeInvalidConfig, "file: transport configuration: %w", err)
 	}
 	if cfg.MaxFileBytes < 0 {
 		return nil, utcp.NewError(utcp.CodeInvalidConfig, "file: max_file_bytes must not be negative")
@@ -188,14 +167,8 @@ func (t *Transport) read(ctx context.Context, path string) ([]byte, error) {
 // decodeContent returns data decoded as one JSON value (numbers as
 // json.Number) when it is valid JSON, else data as a string.
 func decodeContent(data []byte) any {
-	trimmed := bytes.TrimSpace(data)
-	if json.Valid(trimmed) {
-		dec := json.NewDecoder(bytes.NewReader(trimmed))
-		dec.UseNumber()
-		var v any
-		if err := dec.Decode(&v); err == nil {
-			return v
-		}
+	if v, ok := transports.DecodeJSONValue(data); ok {
+		return v
 	}
 	return string(data)
 }

@@ -1,19 +1,15 @@
 package graphql_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -28,51 +24,28 @@ import (
 	"github.com/utcpd/utcpd/examples/servers/graphql/graphqlserver"
 	"github.com/utcpd/utcpd/transports"
 	"github.com/utcpd/utcpd/transports/graphql"
+	"github.com/utcpd/utcpd/transports/transporttest"
 	"github.com/utcpd/utcpd/transports/transporttest/fixture"
 	"github.com/utcpd/utcpd/utcp"
 )
 
 func newTransport(t testing.TB, cfg map[string]any) *graphql.Transport {
 	t.Helper()
-	var raw json.RawMessage
-	if cfg != nil {
-		raw, _ = json.Marshal(cfg)
-	}
-	tr, err := graphql.New(transports.Options{Config: raw, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { tr.Close() })
-	return tr
+	return transporttest.NewTransport(t, graphql.New, cfg)
 }
 
 func tmpl(t testing.TB, fields map[string]any) *utcp.CallTemplate {
 	t.Helper()
-	m := map[string]any{"name": "m", "call_template_type": "graphql"}
-	for k, v := range fields {
-		m[k] = v
-	}
-	raw, _ := json.Marshal(m)
-	ct, err := graphql.ParseTemplate(raw)
-	if err != nil {
-		t.Fatalf("ParseTemplate(%s): %v", raw, err)
-	}
-	return &ct
+	return transporttest.ParseTemplate(t, graphql.ParseTemplate, "graphql", fields)
 }
 
 func callOf(ct *utcp.CallTemplate, tool string, args map[string]any) *utcp.Call {
-	return &utcp.Call{Tool: ct.Name + "." + tool, Manual: ct.Name, Name: tool, Template: ct, Arguments: args}
+	return transporttest.CallOf(ct, tool, args)
 }
 
 func do(t testing.TB, tr *graphql.Transport, ct *utcp.CallTemplate, tool string, args map[string]any) (any, error) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
-	defer cancel()
-	res, err := tr.CallTool(ctx, callOf(ct, tool, args))
-	if err != nil {
-		return nil, err
-	}
-	return res.Value, nil
+	return transporttest.Do(t, tr, ct, tool, args)
 }
 
 func register(t testing.TB, tr *graphql.Transport, ct *utcp.CallTemplate) map[string]utcp.Tool {
@@ -857,46 +830,14 @@ func TestSubscriptions(t *testing.T) {
 // testdata/peer; set UTCPD_NPM_PEERS=1 to run it (CI does), and it fails
 // when that is set and the peer is missing.
 func TestYogaPeer(t *testing.T) {
-	install := "npm ci --prefix transports/graphql/testdata/peer --no-audit --no-fund"
-	if os.Getenv("UTCPD_NPM_PEERS") != "1" {
-		t.Skipf("set UTCPD_NPM_PEERS=1 to run the graphql-yoga npm peer test (install it with: %s)", install)
-	}
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Fatalf("UTCPD_NPM_PEERS=1 but node is not installed: %v", err)
-	}
-	modules, _ := filepath.Abs(filepath.Join("testdata", "peer", "node_modules"))
-	for _, pkg := range []string{"graphql-yoga", "graphql-ws", "ws", "graphql"} {
-		if _, err := os.Stat(filepath.Join(modules, pkg, "package.json")); err != nil {
-			t.Fatalf("UTCPD_NPM_PEERS=1 but the peer is not installed (%v); install it with: %s", err, install)
-		}
-	}
-	ctx, cancel := context.WithCancel(t.Context())
-	cmd := exec.CommandContext(ctx, node, filepath.Join("testdata", "yoga-server.mjs"))
-	cmd.Env = append(os.Environ(), "NODE_PATH="+modules, "NODE_NO_WARNINGS=1")
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cancel()
-		_ = cmd.Wait()
-	})
-	lines := bufio.NewScanner(out)
+	peer := transporttest.NPMPeer(t, "graphql-yoga", "graphql-ws", "ws", "graphql")
 	var hello struct {
 		Port    int    `json:"port"`
 		Yoga    string `json:"yoga_version"`
 		GraphWS string `json:"graphql_ws_version"`
 	}
-	if !lines.Scan() || json.Unmarshal(lines.Bytes(), &hello) != nil || hello.Port == 0 {
-		t.Fatalf("the peer did not print its port: %q", lines.Text())
-	}
+	peer.Start(t, filepath.Join("testdata", "yoga-server.mjs"), &hello, "NODE_NO_WARNINGS=1")
 	t.Logf("graphql-yoga %s, graphql-ws %s serving on 127.0.0.1:%d", hello.Yoga, hello.GraphWS, hello.Port)
-	go func() { _, _ = io.Copy(io.Discard, out) }()
 	url := fmt.Sprintf("http://127.0.0.1:%d/graphql", hello.Port)
 
 	tr := newTransport(t, nil)
@@ -943,7 +884,7 @@ func TestYogaPeer(t *testing.T) {
 	if _, err := do(t, tr, ct, "boom", nil); !errors.As(err, &te) || te.Message != "boom: the peer refuses" {
 		t.Errorf("boom: %v", err)
 	}
-	_, err = do(t, tr, ct, "book", map[string]any{"id": "2"})
+	_, err := do(t, tr, ct, "book", map[string]any{"id": "2"})
 	if !errors.As(err, &te) {
 		t.Fatalf("book 2: %v, want a tool error with partial data", err)
 	}

@@ -24,14 +24,8 @@ import (
 var Info = transports.Info{
 	Type:          Type,
 	ParseTemplate: ParseTemplate,
-	New: func(opts transports.Options) (transports.Transport, error) {
-		t, err := New(opts)
-		if err != nil {
-			return nil, err
-		}
-		return t, nil
-	},
-	Template: new(Template),
+	New:           transports.Constructor(New),
+	Template:      new(Template),
 }
 
 func init() { transports.MustRegister(Info) }
@@ -87,22 +81,10 @@ type manualState struct {
 // own when that is nil. Unknown configuration fields are logged and
 // ignored.
 func New(opts transports.Options) (*Transport, error) {
-	log := opts.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
 	var cfg Config
-	if len(bytes.TrimSpace(opts.Config)) > 0 {
-		if err := json.Unmarshal(opts.Config, &cfg); err != nil {
-			return nil, utcp.NewError(utcp.CodeInvalidConfig, "graphql transport configuration: %v", err)
-		}
-		var keys map[string]json.RawMessage
-		_ = json.Unmarshal(opts.Config, &keys)
-		for k := range keys {
-			if !slices.Contains(transports.FieldNames(&cfg), k) {
-				log.Warn("graphql: unknown configuration field ignored", "field", k, "known", transports.FieldNames(&cfg))
-			}
-		}
+	log, err := transports.DecodeConfig(opts, "graphql", &cfg)
+	if err != nil {
+		return nil, utcp.NewError(utcp.CodeInvalidConfig, "graphql transport configuration: %v", err)
 	}
 	if cfg.MaxResponseBytes < 0 || cfg.MaxMessageBytes < 0 || cfg.MaxIdleConnsPerHost < 0 {
 		return nil, utcp.NewError(utcp.CodeInvalidConfig, "graphql transport configuration: limits must not be negative")

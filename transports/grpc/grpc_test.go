@@ -1,7 +1,6 @@
 package grpc_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/ecdsa"
@@ -22,7 +21,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -52,6 +50,7 @@ import (
 	demov1 "github.com/utcpd/utcpd/proto/utcpd/demo/v1"
 	"github.com/utcpd/utcpd/transports"
 	"github.com/utcpd/utcpd/transports/grpc"
+	"github.com/utcpd/utcpd/transports/transporttest"
 	"github.com/utcpd/utcpd/transports/transporttest/fixture"
 	"github.com/utcpd/utcpd/utcp"
 )
@@ -1116,45 +1115,13 @@ func TestTimeout(t *testing.T) {
 // UTCPD_NPM_PEERS=1 to run it (CI does), and it fails when that is set
 // and the peer is missing.
 func TestNodePeer(t *testing.T) {
-	install := "npm ci --prefix transports/grpc/testdata/peer --no-audit --no-fund"
-	if os.Getenv("UTCPD_NPM_PEERS") != "1" {
-		t.Skipf("set UTCPD_NPM_PEERS=1 to run the grpc-js peer test (install it with: %s)", install)
-	}
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Fatalf("UTCPD_NPM_PEERS=1 but node is not installed: %v", err)
-	}
-	modules, _ := filepath.Abs(filepath.Join("testdata", "peer", "node_modules"))
-	for _, pkg := range []string{"@grpc/grpc-js", "@grpc/proto-loader", "@grpc/reflection"} {
-		if _, err := os.Stat(filepath.Join(modules, pkg, "package.json")); err != nil {
-			t.Fatalf("UTCPD_NPM_PEERS=1 but %s is not installed (%v); install it with: %s", pkg, err, install)
-		}
-	}
-	ctx, cancel := context.WithCancel(t.Context())
-	cmd := exec.CommandContext(ctx, node, filepath.Join("testdata", "peer-server.mjs"))
-	cmd.Env = append(os.Environ(), "NODE_PATH="+modules)
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cancel()
-		_ = cmd.Wait()
-	})
-	lines := bufio.NewScanner(out)
+	peer := transporttest.NPMPeer(t, "@grpc/grpc-js", "@grpc/proto-loader", "@grpc/reflection")
 	var hello struct {
 		Port    int    `json:"port"`
 		Version string `json:"grpc_js_version"`
 	}
-	if !lines.Scan() || json.Unmarshal(lines.Bytes(), &hello) != nil || hello.Port == 0 {
-		t.Fatalf("the peer did not print its port: %q", lines.Text())
-	}
+	peer.Start(t, filepath.Join("testdata", "peer-server.mjs"), &hello)
 	t.Logf("@grpc/grpc-js %s serving on 127.0.0.1:%d", hello.Version, hello.Port)
-	go func() { _, _ = io.Copy(io.Discard, out) }()
 
 	tr := newTransport(t, transports.Options{})
 	ct := tmpl(t, map[string]any{"name": "peer", "host": "127.0.0.1", "port": hello.Port})

@@ -319,13 +319,9 @@ func (t *Template) targetAllowed() bool {
 // transports.DecodeTemplate) and returns it with Spec set to a *Template.
 // A template of another call_template_type is an invalid_template error.
 func ParseTemplate(raw json.RawMessage) (utcp.CallTemplate, error) {
-	spec := &Template{}
-	tmpl, err := transports.DecodeTemplate(raw, spec)
+	tmpl, _, err := transports.DecodeTemplateOf[Template](raw, Type)
 	if err != nil {
 		return tmpl, err
-	}
-	if tmpl.Type != Type {
-		return tmpl, utcp.Errorf(utcp.CodeInvalidTemplate, "grpc: call_template_type is %q, not %q: %w", tmpl.Type, Type, transports.ErrInvalidTemplate)
 	}
 	if tmpl.Auth != nil && tmpl.Auth.Type == utcp.AuthAPIKey && tmpl.Auth.Location != "" && tmpl.Auth.Location != "header" {
 		return tmpl, utcp.Errorf(utcp.CodeInvalidTemplate, "grpc: auth: api_key location %q is not possible over gRPC: the key is sent as metadata (location header): %w", tmpl.Auth.Location, transports.ErrInvalidTemplate)
@@ -336,22 +332,5 @@ func ParseTemplate(raw json.RawMessage) (utcp.CallTemplate, error) {
 // specOf returns the *Template of tmpl and its auth, parsing Raw when Spec
 // is unset.
 func specOf(tmpl *utcp.CallTemplate) (*Template, *utcp.Auth, error) {
-	if tmpl == nil {
-		return nil, nil, utcp.Errorf(utcp.CodeInvalidTemplate, "grpc: no call template: %w", transports.ErrInvalidTemplate)
-	}
-	if spec, ok := tmpl.Spec.(*Template); ok && spec != nil {
-		return spec, tmpl.Auth, nil
-	}
-	if tmpl.Spec != nil {
-		return nil, nil, utcp.Errorf(utcp.CodeInvalidTemplate, "grpc: call template holds a %T, not a grpc template: %w", tmpl.Spec, transports.ErrInvalidTemplate)
-	}
-	parsed, err := ParseTemplate(tmpl.Raw)
-	if err != nil {
-		return nil, nil, err
-	}
-	auth := tmpl.Auth
-	if auth == nil {
-		auth = parsed.Auth
-	}
-	return parsed.Spec.(*Template), auth, nil
+	return transports.SpecOf[Template](tmpl, Type, ParseTemplate)
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	nethttp "net/http"
 	"net/http/httptest"
 	"runtime"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/utcpd/utcpd/transports"
 	utcphttp "github.com/utcpd/utcpd/transports/http"
+	"github.com/utcpd/utcpd/transports/transporttest"
 	"github.com/utcpd/utcpd/transports/transporttest/fixture"
 	"github.com/utcpd/utcpd/utcp"
 )
@@ -28,31 +28,13 @@ import (
 // closed when the test ends.
 func newTransport(t *testing.T, cfg map[string]any) *utcphttp.Transport {
 	t.Helper()
-	var raw json.RawMessage
-	if cfg != nil {
-		raw, _ = json.Marshal(cfg)
-	}
-	tr, err := utcphttp.New(transports.Options{Config: raw, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { tr.Close() })
-	return tr
+	return transporttest.NewTransport(t, utcphttp.New, cfg)
 }
 
 // tmpl parses an http template made of fields.
 func tmpl(t *testing.T, fields map[string]any) *utcp.CallTemplate {
 	t.Helper()
-	m := map[string]any{"name": "m", "call_template_type": "http"}
-	for k, v := range fields {
-		m[k] = v
-	}
-	raw, _ := json.Marshal(m)
-	ct, err := utcphttp.ParseTemplate(raw)
-	if err != nil {
-		t.Fatalf("ParseTemplate(%s): %v", raw, err)
-	}
-	return &ct
+	return transporttest.ParseTemplate(t, utcphttp.ParseTemplate, "http", fields)
 }
 
 func call(t *testing.T, tr *utcphttp.Transport, ct *utcp.CallTemplate, args map[string]any) (*utcp.Result, error) {

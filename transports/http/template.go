@@ -157,13 +157,9 @@ func (t *Template) timeout() time.Duration {
 // whose defaults are filled in. A template of another call_template_type
 // is an invalid_template error.
 func ParseTemplate(raw json.RawMessage) (utcp.CallTemplate, error) {
-	spec := &Template{}
-	tmpl, err := transports.DecodeTemplate(raw, spec)
+	tmpl, spec, err := transports.DecodeTemplateOf[Template](raw, Type)
 	if err != nil {
 		return tmpl, err
-	}
-	if tmpl.Type != Type {
-		return tmpl, utcp.Errorf(utcp.CodeInvalidTemplate, "http: call_template_type is %q, not %q: %w", tmpl.Type, Type, transports.ErrInvalidTemplate)
 	}
 	spec.applyDefaults()
 	return tmpl, nil
@@ -171,22 +167,5 @@ func ParseTemplate(raw json.RawMessage) (utcp.CallTemplate, error) {
 
 // specOf returns the *Template of tmpl, parsing Raw when Spec is unset.
 func specOf(tmpl *utcp.CallTemplate) (*Template, *utcp.Auth, error) {
-	if tmpl == nil {
-		return nil, nil, utcp.Errorf(utcp.CodeInvalidTemplate, "http: no call template: %w", transports.ErrInvalidTemplate)
-	}
-	if spec, ok := tmpl.Spec.(*Template); ok && spec != nil {
-		return spec, tmpl.Auth, nil
-	}
-	if tmpl.Spec != nil {
-		return nil, nil, utcp.Errorf(utcp.CodeInvalidTemplate, "http: call template holds a %T, not an http template: %w", tmpl.Spec, transports.ErrInvalidTemplate)
-	}
-	parsed, err := ParseTemplate(tmpl.Raw)
-	if err != nil {
-		return nil, nil, err
-	}
-	auth := tmpl.Auth
-	if auth == nil {
-		auth = parsed.Auth
-	}
-	return parsed.Spec.(*Template), auth, nil
+	return transports.SpecOf[Template](tmpl, Type, ParseTemplate)
 }

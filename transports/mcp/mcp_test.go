@@ -1366,28 +1366,12 @@ func TestLegacySSE(t *testing.T) {
 
 // ---- the real third-party peer: @modelcontextprotocol/server-everything ----
 
-// peerInstall is the command that installs the peer.
-const peerInstall = "npm ci --prefix transports/mcp/testdata/peer (Node.js >= 18)"
-
 // peerScript returns node and the server-everything entry point. Without
 // UTCPD_NPM_PEERS=1 the test is skipped; with it, a missing peer fails.
 func peerScript(t testing.TB) (node, script string) {
 	t.Helper()
-	if os.Getenv("UTCPD_NPM_PEERS") != "1" {
-		t.Skipf("set UTCPD_NPM_PEERS=1 to run against @modelcontextprotocol/server-everything; install it with %s", peerInstall)
-	}
-	script, err := filepath.Abs(filepath.Join("testdata", "peer", "node_modules", "@modelcontextprotocol", "server-everything", "dist", "index.js"))
-	if err == nil {
-		_, err = os.Stat(script)
-	}
-	if err != nil {
-		t.Fatalf("UTCPD_NPM_PEERS=1 but @modelcontextprotocol/server-everything is not installed (%v); run %s", err, peerInstall)
-	}
-	node, err = exec.LookPath("node")
-	if err != nil {
-		t.Fatalf("UTCPD_NPM_PEERS=1 but node is not on PATH (%v); server-everything needs Node.js >= 18", err)
-	}
-	return node, script
+	peer := transporttest.NPMPeer(t, "@modelcontextprotocol/server-everything")
+	return peer.Node, filepath.Join(peer.Modules, "@modelcontextprotocol", "server-everything", "dist", "index.js")
 }
 
 // peerHTTP runs server-everything in mode ("streamableHttp" or "sse") on

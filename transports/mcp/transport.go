@@ -36,14 +36,8 @@ import (
 var Info = transports.Info{
 	Type:          Type,
 	ParseTemplate: ParseTemplate,
-	New: func(opts transports.Options) (transports.Transport, error) {
-		t, err := New(opts)
-		if err != nil {
-			return nil, err
-		}
-		return t, nil
-	},
-	Template: new(Template),
+	New:           transports.Constructor(New),
+	Template:      new(Template),
 }
 
 func init() { transports.MustRegister(Info) }
@@ -219,22 +213,10 @@ type Transport struct {
 // or was restarted. It starts nothing: servers start when their manual
 // is registered.
 func New(opts transports.Options) (*Transport, error) {
-	log := opts.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
 	var cfg Config
-	if len(bytes.TrimSpace(opts.Config)) > 0 {
-		if err := json.Unmarshal(opts.Config, &cfg); err != nil {
-			return nil, utcp.Errorf(utcp.CodeInvalidConfig, "mcp: transport configuration: %w", err)
-		}
-		var keys map[string]json.RawMessage
-		_ = json.Unmarshal(opts.Config, &keys)
-		for k := range keys {
-			if !slices.Contains(transports.FieldNames(&cfg), k) {
-				log.Warn("mcp: unknown configuration field ignored", "field", k, "known", transports.FieldNames(&cfg))
-			}
-		}
+	log, err := transports.DecodeConfig(opts, "mcp", &cfg)
+	if err != nil {
+		return nil, utcp.Errorf(utcp.CodeInvalidConfig, "mcp: transport configuration: %w", err)
 	}
 	if cfg.PingTimeoutMS < 0 || cfg.RestartBackoffMS < 0 || cfg.MaxRestartBackoffMS < 0 || cfg.ShutdownGraceMS < 0 {
 		return nil, utcp.NewError(utcp.CodeInvalidConfig, "mcp: timeouts and backoffs must not be negative")
@@ -1936,43 +1918,13 @@ func (t *lineTap) Close() error { return t.r.Close() }
 // environment builds a stdio server's environment: the inherited
 // variables, then env.
 func environment(cfg *Server) []string {
-	vars := map[string]string{}
-	var order []string
-	set := func(k, v string) {
-		if _, ok := vars[k]; !ok {
-			order = append(order, k)
-		}
-		vars[k] = v
-	}
 	inherit := cfg.InheritEnvVars
 	if inherit == nil {
 		inherit = DefaultInherit
 	}
-	for _, kv := range os.Environ() {
-		k, v, ok := strings.Cut(kv, "=")
-		if !ok || k == "" {
-			continue
-		}
-		for _, pat := range inherit {
-			if pat == k || strings.HasSuffix(pat, "*") && strings.HasPrefix(k, strings.TrimSuffix(pat, "*")) {
-				set(k, v)
-				break
-			}
-		}
-	}
-	keys := make([]string, 0, len(cfg.Env))
-	for k := range cfg.Env {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		set(k, cfg.Env[k])
-	}
-	env := make([]string, 0, len(order))
-	for _, k := range order {
-		env = append(env, k+"="+vars[k])
-	}
-	return env
+	env := transports.InheritEnv(inherit)
+	env.SetAll(cfg.Env)
+	return env.List()
 }
 
 // ---- HTTP servers ----

@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -23,36 +22,19 @@ import (
 
 	"github.com/utcpd/utcpd/transports"
 	"github.com/utcpd/utcpd/transports/streamablehttp"
+	"github.com/utcpd/utcpd/transports/transporttest"
 	"github.com/utcpd/utcpd/transports/transporttest/fixture"
 	"github.com/utcpd/utcpd/utcp"
 )
 
 func newTransport(t testing.TB, cfg map[string]any) *streamablehttp.Transport {
 	t.Helper()
-	var raw json.RawMessage
-	if cfg != nil {
-		raw, _ = json.Marshal(cfg)
-	}
-	tr, err := streamablehttp.New(transports.Options{Config: raw, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { tr.Close() })
-	return tr
+	return transporttest.NewTransport(t, streamablehttp.New, cfg)
 }
 
 func tmpl(t testing.TB, fields map[string]any) *utcp.CallTemplate {
 	t.Helper()
-	m := map[string]any{"name": "m", "call_template_type": "streamable_http"}
-	for k, v := range fields {
-		m[k] = v
-	}
-	raw, _ := json.Marshal(m)
-	ct, err := streamablehttp.ParseTemplate(raw)
-	if err != nil {
-		t.Fatalf("ParseTemplate(%s): %v", raw, err)
-	}
-	return &ct
+	return transporttest.ParseTemplate(t, streamablehttp.ParseTemplate, "streamable_http", fields)
 }
 
 func callOf(ct *utcp.CallTemplate, args map[string]any) *utcp.Call {
@@ -536,26 +518,5 @@ func TestCloseInterruptsRecv(t *testing.T) {
 	if _, err := st.Recv(); err != nil {
 		t.Fatal(err)
 	}
-	errc := make(chan error, 1)
-	go func() {
-		_, err := st.Recv()
-		errc <- err
-	}()
-	time.Sleep(50 * time.Millisecond)
-	st.Close()
-	select {
-	case err := <-errc:
-		if utcp.CodeOf(err) != utcp.CodeCanceled {
-			t.Errorf("Recv after Close: err = %v, want canceled", err)
-		}
-	case <-time.After(2 * time.Second):
-		t.Fatal("Close did not interrupt a waiting Recv")
-	}
-	deadline := time.Now().Add(2 * time.Second)
-	for f.Canceled() == 0 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if f.Canceled() == 0 {
-		t.Errorf("the server did not see the client go away")
-	}
+	transporttest.CloseInterruptsRecv(t, st, f)
 }

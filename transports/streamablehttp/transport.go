@@ -5,19 +5,16 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"unicode/utf8"
 
-	"github.com/utcpd/utcpd/manuals"
 	"github.com/utcpd/utcpd/transports"
 	"github.com/utcpd/utcpd/utcp"
 )
@@ -26,14 +23,8 @@ import (
 var Info = transports.Info{
 	Type:          Type,
 	ParseTemplate: ParseTemplate,
-	New: func(opts transports.Options) (transports.Transport, error) {
-		t, err := New(opts)
-		if err != nil {
-			return nil, err
-		}
-		return t, nil
-	},
-	Template: new(Template),
+	New:           transports.Constructor(New),
+	Template:      new(Template),
 }
 
 func init() { transports.MustRegister(Info) }
@@ -83,22 +74,10 @@ type Transport struct {
 // of its own when that is nil. Unknown configuration fields are logged and
 // ignored.
 func New(opts transports.Options) (*Transport, error) {
-	log := opts.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
 	var cfg Config
-	if len(bytes.TrimSpace(opts.Config)) > 0 {
-		if err := json.Unmarshal(opts.Config, &cfg); err != nil {
-			return nil, utcp.NewError(utcp.CodeInvalidConfig, "streamable_http transport configuration: %v", err)
-		}
-		var keys map[string]json.RawMessage
-		_ = json.Unmarshal(opts.Config, &keys)
-		for k := range keys {
-			if !slices.Contains(transports.FieldNames(&cfg), k) {
-				log.Warn("streamable_http: unknown configuration field ignored", "field", k, "known", transports.FieldNames(&cfg))
-			}
-		}
+	log, err := transports.DecodeConfig(opts, "streamable_http", &cfg)
+	if err != nil {
+		return nil, utcp.NewError(utcp.CodeInvalidConfig, "streamable_http transport configuration: %v", err)
 	}
 	if cfg.MaxEventBytes < 0 || cfg.MaxResponseBytes < 0 || cfg.MaxIdleConnsPerHost < 0 {
 		return nil, utcp.NewError(utcp.CodeInvalidConfig, "streamable_http transport configuration: limits must not be negative")
@@ -171,42 +150,9 @@ func (t *Transport) RegisterManual(ctx context.Context, tmpl *utcp.CallTemplate)
 	ctx, cancel := context.WithTimeout(ctx, spec.timeout())
 	defer cancel()
 	ctx = transports.WithAllowInsecure(ctx, spec.AllowInsecure)
-	fail := func(format string, args ...any) *utcp.Error {
-		return utcp.Errorf(utcp.CodeDiscoveryFailed, "streamable_http discovery of manual %q from %s: "+format,
-			append([]any{tmpl.Name, transports.RedactURL(u)}, args...)...)
-	}
-	resp, err := transports.SendMapped(ctx, t.client, t.tokens, spec.HTTPMethod, &transports.MappedRequest{URL: u, Header: header}, auth)
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil, err
-		}
-		var uerr *utcp.Error
-		if errors.As(err, &uerr) && uerr.Code != utcp.CodeTransportError {
-			return nil, err
-		}
-		return nil, fail("%w", err)
-	}
-	body, err := transports.ReadResponseBody(resp, t.cfg.MaxResponseBytes)
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil, fmt.Errorf("streamable_http discovery from %s: %w", transports.RedactURL(u), ctx.Err())
-		}
-		if errors.Is(err, transports.ErrTooLarge) {
-			return nil, err
-		}
-		return nil, fail("reading the response: %w", err)
-	}
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return nil, fail("HTTP %d %s: %s", resp.StatusCode, http.StatusText(resp.StatusCode), transports.Excerpt(body)).WithDetail("status", resp.StatusCode)
-	}
-	m, warnings, err := manuals.ParseManual(body)
-	if err != nil {
-		return nil, fail("the response is not a UTCP manual: %w", err)
-	}
-	for _, w := range warnings {
-		t.log.Warn("manual served with problems", "manual", tmpl.Name, "url", transports.RedactURL(u), "warning", w.String())
-	}
-	return m, nil
+	return transports.FetchManual(ctx, t.client, t.tokens, t.log, transports.ManualFetch{
+		Type: "streamable_http", Manual: tmpl.Name, Method: spec.HTTPMethod, URL: u, Header: header, Auth: auth, MaxBytes: t.cfg.MaxResponseBytes,
+	})
 }
 
 // CallTool sends the request for call and collects the answer: the value

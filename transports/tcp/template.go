@@ -270,13 +270,9 @@ func connHash(t *Template) string {
 // transports.DecodeTemplate) and returns it with Spec set to a *Template.
 // A template of another call_template_type is an invalid_template error.
 func ParseTemplate(raw json.RawMessage) (utcp.CallTemplate, error) {
-	spec := &Template{}
-	tmpl, err := transports.DecodeTemplate(raw, spec)
+	tmpl, spec, err := transports.DecodeTemplateOf[Template](raw, Type)
 	if err != nil {
 		return tmpl, err
-	}
-	if tmpl.Type != Type {
-		return tmpl, utcp.Errorf(utcp.CodeInvalidTemplate, "tcp: call_template_type is %q, not %q: %w", tmpl.Type, Type, transports.ErrInvalidTemplate)
 	}
 	var probe map[string]json.RawMessage
 	if json.Unmarshal(raw, &probe) == nil {
@@ -289,20 +285,8 @@ func ParseTemplate(raw json.RawMessage) (utcp.CallTemplate, error) {
 
 // specOf returns the *Template of tmpl, parsing Raw when Spec is unset.
 func specOf(tmpl *utcp.CallTemplate) (*Template, error) {
-	if tmpl == nil {
-		return nil, utcp.Errorf(utcp.CodeInvalidTemplate, "tcp: no call template: %w", transports.ErrInvalidTemplate)
-	}
-	if spec, ok := tmpl.Spec.(*Template); ok && spec != nil {
-		return spec, nil
-	}
-	if tmpl.Spec != nil {
-		return nil, utcp.Errorf(utcp.CodeInvalidTemplate, "tcp: call template holds a %T, not a tcp template: %w", tmpl.Spec, transports.ErrInvalidTemplate)
-	}
-	parsed, err := ParseTemplate(tmpl.Raw)
-	if err != nil {
-		return nil, err
-	}
-	return parsed.Spec.(*Template), nil
+	spec, _, err := transports.SpecOf[Template](tmpl, Type, ParseTemplate)
+	return spec, err
 }
 
 // checkHost refuses hosts that are not loopback unless allow_insecure.

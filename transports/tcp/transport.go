@@ -25,14 +25,8 @@ import (
 var Info = transports.Info{
 	Type:          Type,
 	ParseTemplate: ParseTemplate,
-	New: func(opts transports.Options) (transports.Transport, error) {
-		t, err := New(opts)
-		if err != nil {
-			return nil, err
-		}
-		return t, nil
-	},
-	Template: new(Template),
+	New:           transports.Constructor(New),
+	Template:      new(Template),
 }
 
 func init() { transports.MustRegister(Info) }
@@ -45,40 +39,21 @@ var (
 
 // The frame types of the utcpd envelope (see the package documentation).
 const (
-	FrameCall     = "call"   // client → server: run a tool
-	FrameCancel   = "cancel" // client → server: the caller gave up
-	FrameDiscover = "utcp"   // client → server: send your manual
-	FrameResult   = "result" // server → client: the whole result; ends the call
-	FrameEvent    = "event"  // server → client: one streamed item
-	FrameEnd      = "end"    // server → client: the stream is over
-	FrameError    = "error"  // server → client: the call failed; ends the call
-	FrameManual   = "manual" // server → client: the manual asked for
+	FrameCall     = transports.FrameCall     // client → server: run a tool
+	FrameCancel   = transports.FrameCancel   // client → server: the caller gave up
+	FrameDiscover = transports.FrameDiscover // client → server: send your manual
+	FrameResult   = transports.FrameResult   // server → client: the whole result; ends the call
+	FrameEvent    = transports.FrameEvent    // server → client: one streamed item
+	FrameEnd      = transports.FrameEnd      // server → client: the stream is over
+	FrameError    = transports.FrameError    // server → client: the call failed; ends the call
+	FrameManual   = transports.FrameManual   // server → client: the manual asked for
 )
 
 // Frame is one message of the utcpd envelope, JSON in one frame of the
 // template's framing. Clients send call, cancel and utcp frames; servers
 // answer with result, event, end, error and manual frames carrying the id
 // of the request.
-type Frame struct {
-	// Type is one of the Frame* constants.
-	Type string `json:"type"`
-	// ID correlates a request and its answers.
-	ID string `json:"id,omitempty"`
-	// Tool is the tool's name as the server knows it (call).
-	Tool string `json:"tool,omitempty"`
-	// Arguments are the call's arguments (call).
-	Arguments map[string]any `json:"arguments,omitempty"`
-	// Result is the tool's whole result (result).
-	Result any `json:"result,omitempty"`
-	// Event optionally names a streamed item (event).
-	Event string `json:"event,omitempty"`
-	// Data is one streamed item (event).
-	Data any `json:"data,omitempty"`
-	// Error describes a failure (error).
-	Error *WireError `json:"error,omitempty"`
-	// Manual is the server's UTCP manual (manual).
-	Manual json.RawMessage `json:"manual,omitempty"`
-}
+type Frame = transports.Frame
 
 // WireError is the error object of an error frame.
 type WireError = transports.WireError

@@ -1,9 +1,7 @@
 package text
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"sync/atomic"
@@ -126,14 +124,8 @@ func (t *Transport) CallTool(ctx context.Context, call *utcp.Call) (*utcp.Result
 // decodeContent returns data decoded as one JSON value (numbers as
 // json.Number) when it is valid JSON, else data as a string.
 func decodeContent(data []byte) any {
-	trimmed := bytes.TrimSpace(data)
-	if json.Valid(trimmed) {
-		dec := json.NewDecoder(bytes.NewReader(trimmed))
-		dec.UseNumber()
-		var v any
-		if err := dec.Decode(&v); err == nil {
-			return v
-		}
+	if v, ok := transports.DecodeJSONValue(data); ok {
+		return v
 	}
 	return string(data)
 }

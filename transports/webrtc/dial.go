@@ -26,7 +26,7 @@ import (
 // dial opens a peer connection to spec's peer and waits, at most
 // connect_timeout, until its data channel is open. s is the connection's
 // slot.
-func (t *Transport) dial(ctx context.Context, spec *Template, auth *utcp.Auth, s *slot) (*peer, error) {
+func (t *Transport) dial(ctx context.Context, spec *Template, auth *utcp.Auth, s *transports.Slot[*peer]) (*peer, error) {
 	u, err := spec.signalingURL()
 	if err != nil {
 		return nil, utcp.NewError(utcp.CodeInvalidTemplate, "webrtc: %v", err)
@@ -54,8 +54,8 @@ func (t *Transport) dial(ctx context.Context, spec *Template, auth *utcp.Auth, s
 	switch {
 	case t.closed:
 		err = errClosed
-	case s != nil && t.slots[s.key] != s:
-		err = errDeregistered(s.manual)
+	case s != nil && !t.slots.Holds(s):
+		err = errDeregistered(s.Manual)
 	}
 	if err != nil {
 		t.mu.Unlock()

@@ -1,15 +1,12 @@
 package webrtc_test
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -17,6 +14,7 @@ import (
 	"time"
 
 	"github.com/utcpd/utcpd/transports"
+	"github.com/utcpd/utcpd/transports/transporttest"
 	"github.com/utcpd/utcpd/transports/webrtc"
 	"github.com/utcpd/utcpd/utcp"
 )
@@ -30,44 +28,12 @@ import (
 // run it (CI does), and it fails when that is set and the peer is
 // missing.
 func TestNodePeer(t *testing.T) {
-	install := "npm ci --prefix transports/webrtc/testdata/peer --no-audit --no-fund"
-	if os.Getenv("UTCPD_NPM_PEERS") != "1" {
-		t.Skipf("set UTCPD_NPM_PEERS=1 to run the @roamhq/wrtc peer test (install it with: %s)", install)
-	}
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Fatalf("UTCPD_NPM_PEERS=1 but node is not installed: %v", err)
-	}
-	modules, _ := filepath.Abs(filepath.Join("testdata", "peer", "node_modules"))
-	for _, pkg := range []string{"@roamhq/wrtc", "ws"} {
-		if _, err := os.Stat(filepath.Join(modules, pkg, "package.json")); err != nil {
-			t.Fatalf("UTCPD_NPM_PEERS=1 but %s is not installed (%v); install it with: %s", pkg, err, install)
-		}
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(ctx, node, filepath.Join("testdata", "wrtc-peer.mjs"))
-	cmd.Env = append(os.Environ(), "NODE_PATH="+modules)
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cancel()
-		_ = cmd.Wait()
-	})
-	lines := bufio.NewScanner(out)
+	peer := transporttest.NPMPeer(t, "@roamhq/wrtc", "ws")
 	var hello struct {
 		Port   int    `json:"port"`
 		PeerID string `json:"peer_id"`
 	}
-	if !lines.Scan() || json.Unmarshal(lines.Bytes(), &hello) != nil || hello.Port == 0 {
-		t.Fatalf("the peer did not print its port: %q", lines.Text())
-	}
-	go func() { _, _ = io.Copy(io.Discard, out) }()
+	peer.Start(t, filepath.Join("testdata", "wrtc-peer.mjs"), &hello)
 
 	// libwebrtc leaves loopback out of its candidates, so this test lets
 	// ICE use the machine's own interfaces (still without mDNS).

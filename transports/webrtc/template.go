@@ -253,36 +253,12 @@ func canonicalHeaders(h map[string]string) map[string]string {
 // transports.DecodeTemplate) and returns it with Spec set to a *Template.
 // A template of another call_template_type is an invalid_template error.
 func ParseTemplate(raw json.RawMessage) (utcp.CallTemplate, error) {
-	spec := &Template{}
-	tmpl, err := transports.DecodeTemplate(raw, spec)
-	if err != nil {
-		return tmpl, err
-	}
-	if tmpl.Type != Type {
-		return tmpl, utcp.Errorf(utcp.CodeInvalidTemplate, "webrtc: call_template_type is %q, not %q: %w", tmpl.Type, Type, transports.ErrInvalidTemplate)
-	}
-	return tmpl, nil
+	tmpl, _, err := transports.DecodeTemplateOf[Template](raw, Type)
+	return tmpl, err
 }
 
 // specOf returns the *Template of tmpl and its auth, parsing Raw when
 // Spec is unset.
 func specOf(tmpl *utcp.CallTemplate) (*Template, *utcp.Auth, error) {
-	if tmpl == nil {
-		return nil, nil, utcp.Errorf(utcp.CodeInvalidTemplate, "webrtc: no call template: %w", transports.ErrInvalidTemplate)
-	}
-	if spec, ok := tmpl.Spec.(*Template); ok && spec != nil {
-		return spec, tmpl.Auth, nil
-	}
-	if tmpl.Spec != nil {
-		return nil, nil, utcp.Errorf(utcp.CodeInvalidTemplate, "webrtc: call template holds a %T, not a webrtc template: %w", tmpl.Spec, transports.ErrInvalidTemplate)
-	}
-	parsed, err := ParseTemplate(tmpl.Raw)
-	if err != nil {
-		return nil, nil, err
-	}
-	auth := tmpl.Auth
-	if auth == nil {
-		auth = parsed.Auth
-	}
-	return parsed.Spec.(*Template), auth, nil
+	return transports.SpecOf[Template](tmpl, Type, ParseTemplate)
 }

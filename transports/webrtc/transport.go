@@ -26,14 +26,8 @@ import (
 var Info = transports.Info{
 	Type:          Type,
 	ParseTemplate: ParseTemplate,
-	New: func(opts transports.Options) (transports.Transport, error) {
-		t, err := New(opts)
-		if err != nil {
-			return nil, err
-		}
-		return t, nil
-	},
-	Template: new(Template),
+	New:           transports.Constructor(New),
+	Template:      new(Template),
 }
 
 func init() { transports.MustRegister(Info) }
@@ -49,11 +43,6 @@ const (
 	// frameBuffer is how many messages wait for a slow caller before the
 	// data channel's reader blocks.
 	frameBuffer = 64
-	// firstRedialBackoff is the wait after the first failed connection
-	// attempt; it doubles with each further failure.
-	firstRedialBackoff = 100 * time.Millisecond
-	// maxRedialBackoff caps the wait between failed connection attempts.
-	maxRedialBackoff = 30 * time.Second
 	// maxSignalBytes caps one signaling message.
 	maxSignalBytes = 1 << 20
 	// controlTimeout bounds closing the signaling WebSocket.
@@ -93,16 +82,10 @@ type Transport struct {
 
 	mu      sync.Mutex
 	closed  bool
-	slots   map[string]*slot        // by connKey
-	manuals map[string]*manualState // by manual name
+	slots   transports.Slots[*peer] // by connKey
+	manuals transports.ManualRefs   // by manual name
 	peers   map[*peer]struct{}      // every peer connection not yet torn down
 	wg      sync.WaitGroup          // peer connection goroutines
-}
-
-// manualState is what the transport knows of a manual's registrations.
-type manualState struct {
-	refs         int  // RegisterManual calls not yet balanced by DeregisterManual
-	deregistered bool // calls fail until the next RegisterManual
 }
 
 // New returns a webrtc Transport configured by opts.Config (a Config,
@@ -110,22 +93,10 @@ type manualState struct {
 // token cache of its own when that is nil. Unknown configuration fields
 // are logged and ignored.
 func New(opts transports.Options) (*Transport, error) {
-	log := opts.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
 	var cfg Config
-	if len(bytes.TrimSpace(opts.Config)) > 0 {
-		if err := json.Unmarshal(opts.Config, &cfg); err != nil {
-			return nil, utcp.NewError(utcp.CodeInvalidConfig, "webrtc transport configuration: %v", err)
-		}
-		var keys map[string]json.RawMessage
-		_ = json.Unmarshal(opts.Config, &keys)
-		for k := range keys {
-			if !slices.Contains(transports.FieldNames(&cfg), k) {
-				log.Warn("webrtc: unknown configuration field ignored", "field", k, "known", transports.FieldNames(&cfg))
-			}
-		}
+	log, err := transports.DecodeConfig(opts, "webrtc", &cfg)
+	if err != nil {
+		return nil, utcp.NewError(utcp.CodeInvalidConfig, "webrtc transport configuration: %v", err)
 	}
 	if cfg.MaxMessageBytes < 0 || cfg.MaxResponseBytes < 0 || cfg.MaxChunkBytes < 0 {
 		return nil, utcp.NewError(utcp.CodeInvalidConfig, "webrtc transport configuration: limits must not be negative")
@@ -152,8 +123,8 @@ func New(opts transports.Options) (*Transport, error) {
 		client:  transports.NewHTTPClient(transports.ClientOptions{}),
 		tokens:  opts.Tokens,
 		log:     log,
-		slots:   map[string]*slot{},
-		manuals: map[string]*manualState{},
+		slots:   transports.Slots[*peer]{},
+		manuals: transports.ManualRefs{},
 		peers:   map[*peer]struct{}{},
 	}
 	if t.tokens == nil {
@@ -189,7 +160,7 @@ func (t *Transport) Close() error {
 	for p := range t.peers {
 		peers = append(peers, p)
 	}
-	t.slots = map[string]*slot{}
+	t.slots = transports.Slots[*peer]{}
 	t.mu.Unlock()
 	for _, p := range peers {
 		p.fail(errClosed)
@@ -213,54 +184,14 @@ func (t *Transport) DeregisterManual(ctx context.Context, tmpl *utcp.CallTemplat
 		t.mu.Unlock()
 		return nil
 	}
-	st := t.manuals[name]
-	if st == nil {
-		st = &manualState{}
-		t.manuals[name] = st
-	}
-	if st.refs > 0 {
-		st.refs--
-	}
-	if st.refs > 0 {
+	if !t.manuals.Release(name) {
 		t.mu.Unlock()
 		return nil
 	}
-	st.deregistered = true
-	victims := t.takeSlots(name)
+	victims := t.slots.Take(name)
 	t.mu.Unlock()
-	closeSlots(ctx, victims, errDeregistered(name))
+	transports.CloseSlots(ctx, victims, errDeregistered(name))
 	return nil
-}
-
-// takeSlots removes and returns the slots of manual. t.mu must be held.
-func (t *Transport) takeSlots(manual string) []*slot {
-	var out []*slot
-	for k, s := range t.slots {
-		if s.manual == manual {
-			out = append(out, s)
-			delete(t.slots, k)
-		}
-	}
-	return out
-}
-
-// closeSlots closes the peer connections of slots and waits until they
-// are torn down (or ctx ends).
-func closeSlots(ctx context.Context, slots []*slot, why error) {
-	for _, s := range slots {
-		s.mu.Lock()
-		p := s.peer
-		s.peer = nil
-		s.mu.Unlock()
-		if p == nil {
-			continue
-		}
-		p.fail(why)
-		select {
-		case <-p.done:
-		case <-ctx.Done():
-		}
-	}
 }
 
 // RegisterManual connects to the manual template's peer (signaling, ICE,
@@ -285,23 +216,17 @@ func (t *Transport) RegisterManual(ctx context.Context, tmpl *utcp.CallTemplate)
 		t.mu.Unlock()
 		return nil, errClosed
 	}
-	st := t.manuals[tmpl.Name]
 	if err == nil {
-		if st == nil {
-			st = &manualState{}
-			t.manuals[tmpl.Name] = st
-		}
-		st.refs++
-		st.deregistered = false
+		t.manuals.Hold(tmpl.Name)
 		t.mu.Unlock()
 		return m, nil
 	}
-	var victims []*slot
-	if st == nil || st.refs == 0 {
-		victims = t.takeSlots(tmpl.Name) // do not keep a connection nobody registered
+	var victims []*transports.Slot[*peer]
+	if !t.manuals.Held(tmpl.Name) {
+		victims = t.slots.Take(tmpl.Name) // do not keep a connection nobody registered
 	}
 	t.mu.Unlock()
-	closeSlots(ctx, victims, errDone)
+	transports.CloseSlots(ctx, victims, errDone)
 	return nil, err
 }
 
@@ -457,19 +382,6 @@ type toolCall struct {
 	Inputs map[string]any `json:"inputs"`
 }
 
-// slot holds the shared peer connection of one manual and connection
-// settings, and the state of reconnecting it.
-type slot struct {
-	key, manual string
-
-	mu       sync.Mutex
-	peer     *peer
-	dialing  chan struct{} // closed when the dial under way ends
-	failures int           // failed dials in a row
-	retryAt  time.Time     // no dial before this after a failure
-	lastErr  error
-}
-
 // acquire returns the manual's shared peer connection, connecting when
 // there is none (waiting out the backoff after failed attempts).
 // discovering lets RegisterManual reach a deregistered manual.
@@ -480,68 +392,16 @@ func (t *Transport) acquire(ctx context.Context, manual string, spec *Template, 
 		t.mu.Unlock()
 		return nil, errClosed
 	}
-	if st := t.manuals[manual]; !discovering && st != nil && st.deregistered {
+	if !discovering && t.manuals.Deregistered(manual) {
 		t.mu.Unlock()
 		return nil, errDeregistered(manual)
 	}
-	s := t.slots[key]
-	if s == nil {
-		s = &slot{key: key, manual: manual}
-		t.slots[key] = s
-	}
+	s := t.slots.Get(key, manual)
 	t.mu.Unlock()
-	for {
-		s.mu.Lock()
-		if p := s.peer; p != nil && !p.isClosing() {
-			s.mu.Unlock()
-			return p, nil
-		}
-		if ch := s.dialing; ch != nil {
-			s.mu.Unlock()
-			select {
-			case <-ch:
-				continue
-			case <-ctx.Done():
-				return nil, ctxError(ctx, spec)
-			}
-		}
-		if wait := time.Until(s.retryAt); wait > 0 {
-			last := s.lastErr
-			s.mu.Unlock()
-			if dl, ok := ctx.Deadline(); ok && time.Until(dl) < wait {
-				return nil, fmt.Errorf("%w (the next connection attempt is in %v)", last, wait.Round(time.Millisecond))
-			}
-			timer := time.NewTimer(wait)
-			select {
-			case <-timer.C:
-				continue
-			case <-ctx.Done():
-				timer.Stop()
-				return nil, ctxError(ctx, spec)
-			}
-		}
-		ch := make(chan struct{})
-		s.dialing = ch
-		s.mu.Unlock()
-		p, err := t.dial(ctx, spec, auth, s)
-		s.mu.Lock()
-		s.dialing = nil
-		close(ch)
-		if err != nil {
-			var uerr *utcp.Error
-			if ctx.Err() == nil && !(errors.As(err, &uerr) && (uerr.Code == utcp.CodeInvalidTemplate || uerr.Code == utcp.CodeUnavailable || uerr.Code == utcp.CodeManualNotFound)) {
-				s.failures++
-				s.retryAt = time.Now().Add(min(firstRedialBackoff<<min(s.failures-1, 16), maxRedialBackoff))
-				s.lastErr = err
-			}
-			s.mu.Unlock()
-			return nil, err
-		}
-		s.failures, s.retryAt, s.lastErr = 0, time.Time{}, nil
-		s.peer = p
-		s.mu.Unlock()
-		return p, nil
-	}
+	return s.Get(ctx,
+		func(ctx context.Context) (*peer, error) { return t.dial(ctx, spec, auth, s) },
+		func(ctx context.Context) error { return ctxError(ctx, spec) },
+		utcp.CodeInvalidTemplate, utcp.CodeUnavailable, utcp.CodeManualNotFound)
 }
 
 // ctxError is the error for a call whose context ended.
@@ -552,7 +412,7 @@ func ctxError(ctx context.Context, spec *Template) error {
 // peer is one peer connection, its data channel, and the calls on it.
 type peer struct {
 	t      *Transport
-	slot   *slot
+	slot   *transports.Slot[*peer]
 	url    string // the signaling server, redacted
 	peerID string
 	pc     *webrtc.PeerConnection
@@ -592,6 +452,15 @@ func (p *peer) isClosing() bool {
 		return false
 	}
 }
+
+// Closing, Shut and Done make a peer a transports.SessionConn.
+func (p *peer) Closing() bool { return p.isClosing() }
+
+// Shut is fail.
+func (p *peer) Shut(why error) { p.fail(why) }
+
+// Done is closed when pion's goroutines of p have ended.
+func (p *peer) Done() <-chan struct{} { return p.done }
 
 // open registers a new request on p.
 func (p *peer) open(discovery bool) (*pending, error) {
@@ -693,11 +562,7 @@ func (p *peer) fail(err error) {
 	close(p.closing)
 	p.mu.Unlock()
 	if s := p.slot; s != nil {
-		s.mu.Lock()
-		if s.peer == p {
-			s.peer = nil
-		}
-		s.mu.Unlock()
+		s.Detach(p)
 	}
 }
 

@@ -30,14 +30,8 @@ import (
 var Info = transports.Info{
 	Type:          Type,
 	ParseTemplate: ParseTemplate,
-	New: func(opts transports.Options) (transports.Transport, error) {
-		t, err := New(opts)
-		if err != nil {
-			return nil, err
-		}
-		return t, nil
-	},
-	Template: new(Template),
+	New:           transports.Constructor(New),
+	Template:      new(Template),
 }
 
 func init() { transports.MustRegister(Info) }
@@ -115,10 +109,6 @@ const (
 	// frameBuffer is how many frames wait for a slow caller before the
 	// connection's reader blocks.
 	frameBuffer = 64
-	// maxRedialBackoff caps the wait between failed connection attempts.
-	maxRedialBackoff = 30 * time.Second
-	// firstRedialBackoff is the wait after the first failed attempt.
-	firstRedialBackoff = 100 * time.Millisecond
 	// controlTimeout bounds close and cancel frames.
 	controlTimeout = time.Second
 )
@@ -154,16 +144,10 @@ type Transport struct {
 
 	mu      sync.Mutex
 	closed  bool
-	slots   map[string]*slot        // by connKey
-	manuals map[string]*manualState // by manual name
+	slots   transports.Slots[*conn] // by connKey
+	manuals transports.ManualRefs   // by manual name
 	conns   map[*conn]struct{}      // every open connection
 	wg      sync.WaitGroup          // connection goroutines
-}
-
-// manualState is what the transport knows of a manual's registrations.
-type manualState struct {
-	refs         int  // RegisterManual calls not yet balanced by DeregisterManual
-	deregistered bool // calls fail until the next RegisterManual
 }
 
 // New returns a websocket Transport configured by opts.Config (a Config,
@@ -171,22 +155,10 @@ type manualState struct {
 // own when that is nil. Unknown configuration fields are logged and
 // ignored.
 func New(opts transports.Options) (*Transport, error) {
-	log := opts.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
 	var cfg Config
-	if len(bytes.TrimSpace(opts.Config)) > 0 {
-		if err := json.Unmarshal(opts.Config, &cfg); err != nil {
-			return nil, utcp.NewError(utcp.CodeInvalidConfig, "websocket transport configuration: %v", err)
-		}
-		var keys map[string]json.RawMessage
-		_ = json.Unmarshal(opts.Config, &keys)
-		for k := range keys {
-			if !slices.Contains(transports.FieldNames(&cfg), k) {
-				log.Warn("websocket: unknown configuration field ignored", "field", k, "known", transports.FieldNames(&cfg))
-			}
-		}
+	log, err := transports.DecodeConfig(opts, "websocket", &cfg)
+	if err != nil {
+		return nil, utcp.NewError(utcp.CodeInvalidConfig, "websocket transport configuration: %v", err)
 	}
 	if cfg.MaxMessageBytes < 0 || cfg.MaxResponseBytes < 0 || cfg.PingInterval < 0 || cfg.IdleTimeout < 0 {
 		return nil, utcp.NewError(utcp.CodeInvalidConfig, "websocket transport configuration: limits must not be negative")
@@ -203,8 +175,8 @@ func New(opts transports.Options) (*Transport, error) {
 		log:       log,
 		pingEvery: time.Duration(cfg.PingInterval * float64(time.Millisecond)),
 		idleAfter: time.Duration(cfg.IdleTimeout * float64(time.Millisecond)),
-		slots:     map[string]*slot{},
-		manuals:   map[string]*manualState{},
+		slots:     transports.Slots[*conn]{},
+		manuals:   transports.ManualRefs{},
 		conns:     map[*conn]struct{}{},
 	}
 	if t.pingEvery == 0 {
@@ -252,7 +224,7 @@ func (t *Transport) Close() error {
 	for c := range t.conns {
 		conns = append(conns, c)
 	}
-	t.slots = map[string]*slot{}
+	t.slots = transports.Slots[*conn]{}
 	t.mu.Unlock()
 	for _, c := range conns {
 		c.closeGracefully(errClosed)
@@ -276,54 +248,14 @@ func (t *Transport) DeregisterManual(ctx context.Context, tmpl *utcp.CallTemplat
 		t.mu.Unlock()
 		return nil
 	}
-	st := t.manuals[name]
-	if st == nil {
-		st = &manualState{}
-		t.manuals[name] = st
-	}
-	if st.refs > 0 {
-		st.refs--
-	}
-	if st.refs > 0 {
+	if !t.manuals.Release(name) {
 		t.mu.Unlock()
 		return nil
 	}
-	st.deregistered = true
-	victims := t.takeSlots(name)
+	victims := t.slots.Take(name)
 	t.mu.Unlock()
-	closeSlots(ctx, victims, errDeregistered(name))
+	transports.CloseSlots(ctx, victims, errDeregistered(name))
 	return nil
-}
-
-// takeSlots removes and returns the slots of manual. t.mu must be held.
-func (t *Transport) takeSlots(manual string) []*slot {
-	var out []*slot
-	for k, s := range t.slots {
-		if s.manual == manual {
-			out = append(out, s)
-			delete(t.slots, k)
-		}
-	}
-	return out
-}
-
-// closeSlots closes the connections of slots and waits until their
-// readers end (or ctx does).
-func closeSlots(ctx context.Context, slots []*slot, why error) {
-	for _, s := range slots {
-		s.mu.Lock()
-		c := s.conn
-		s.conn = nil
-		s.mu.Unlock()
-		if c == nil {
-			continue
-		}
-		c.closeGracefully(why)
-		select {
-		case <-c.done:
-		case <-ctx.Done():
-		}
-	}
 }
 
 // RegisterManual asks the server at the manual template's URL for its
@@ -347,23 +279,17 @@ func (t *Transport) RegisterManual(ctx context.Context, tmpl *utcp.CallTemplate)
 		t.mu.Unlock()
 		return nil, errClosed
 	}
-	st := t.manuals[tmpl.Name]
 	if err == nil {
-		if st == nil {
-			st = &manualState{}
-			t.manuals[tmpl.Name] = st
-		}
-		st.refs++
-		st.deregistered = false
+		t.manuals.Hold(tmpl.Name)
 		t.mu.Unlock()
 		return m, nil
 	}
-	var victims []*slot
-	if st == nil || st.refs == 0 {
-		victims = t.takeSlots(tmpl.Name) // do not keep a connection nobody registered
+	var victims []*transports.Slot[*conn]
+	if !t.manuals.Held(tmpl.Name) {
+		victims = t.slots.Take(tmpl.Name) // do not keep a connection nobody registered
 	}
 	t.mu.Unlock()
-	closeSlots(ctx, victims, errDone)
+	transports.CloseSlots(ctx, victims, errDone)
 	return nil, err
 }
 
@@ -549,19 +475,6 @@ func (t *Transport) start(ctx context.Context, call *utcp.Call) (*stream, error)
 	return s, nil
 }
 
-// slot holds the shared connection of one manual and connection settings,
-// and the state of reconnecting it.
-type slot struct {
-	key, manual string
-
-	mu       sync.Mutex
-	conn     *conn
-	dialing  chan struct{} // closed when the dial under way ends
-	failures int           // failed dials in a row
-	retryAt  time.Time     // no dial before this after a failure
-	lastErr  error
-}
-
 // acquire returns a connection for a call of manual: the manual's shared
 // one (dialled when there is none, waiting out the backoff after failed
 // dials), or with keep_alive false a new one that release closes.
@@ -583,69 +496,20 @@ func (t *Transport) acquire(ctx context.Context, manual string, spec *Template, 
 		t.mu.Unlock()
 		return nil, nil, errClosed
 	}
-	if st := t.manuals[manual]; !discovering && st != nil && st.deregistered {
+	if !discovering && t.manuals.Deregistered(manual) {
 		t.mu.Unlock()
 		return nil, nil, errDeregistered(manual)
 	}
-	s := t.slots[key]
-	if s == nil {
-		s = &slot{key: key, manual: manual}
-		t.slots[key] = s
-	}
+	s := t.slots.Get(key, manual)
 	t.mu.Unlock()
-	noop := func() {}
-	for {
-		s.mu.Lock()
-		if c := s.conn; c != nil && !c.isClosing() {
-			s.mu.Unlock()
-			return c, noop, nil
-		}
-		if ch := s.dialing; ch != nil {
-			s.mu.Unlock()
-			select {
-			case <-ch:
-				continue
-			case <-ctx.Done():
-				return nil, nil, ctxError(ctx, spec.URL)
-			}
-		}
-		if wait := time.Until(s.retryAt); wait > 0 {
-			last := s.lastErr
-			s.mu.Unlock()
-			if dl, ok := ctx.Deadline(); ok && time.Until(dl) < wait {
-				return nil, nil, fmt.Errorf("%w (the next connection attempt is in %v)", last, wait.Round(time.Millisecond))
-			}
-			timer := time.NewTimer(wait)
-			select {
-			case <-timer.C:
-				continue
-			case <-ctx.Done():
-				timer.Stop()
-				return nil, nil, ctxError(ctx, spec.URL)
-			}
-		}
-		ch := make(chan struct{})
-		s.dialing = ch
-		s.mu.Unlock()
-		c, err := t.dial(ctx, spec, auth, envelope, s)
-		s.mu.Lock()
-		s.dialing = nil
-		close(ch)
-		if err != nil {
-			var uerr *utcp.Error
-			if ctx.Err() == nil && !(errors.As(err, &uerr) && uerr.Code == utcp.CodeInvalidTemplate) {
-				s.failures++
-				s.retryAt = time.Now().Add(min(firstRedialBackoff<<min(s.failures-1, 16), maxRedialBackoff))
-				s.lastErr = err
-			}
-			s.mu.Unlock()
-			return nil, nil, err
-		}
-		s.failures, s.retryAt, s.lastErr = 0, time.Time{}, nil
-		s.conn = c
-		s.mu.Unlock()
-		return c, noop, nil
+	c, err := s.Get(ctx,
+		func(ctx context.Context) (*conn, error) { return t.dial(ctx, spec, auth, envelope, s) },
+		func(ctx context.Context) error { return ctxError(ctx, spec.URL) },
+		utcp.CodeInvalidTemplate)
+	if err != nil {
+		return nil, nil, err
 	}
+	return c, func() {}, nil
 }
 
 // ctxError is the error for a call whose context ended.
@@ -656,7 +520,7 @@ func ctxError(ctx context.Context, rawURL string) error {
 // dial opens a connection: the URL check, the handshake with headers,
 // auth and subprotocols, and the reader (and, kept alive, heartbeat)
 // goroutines. s is the connection's slot, nil for a per-call connection.
-func (t *Transport) dial(ctx context.Context, spec *Template, auth *utcp.Auth, envelope bool, s *slot) (*conn, error) {
+func (t *Transport) dial(ctx context.Context, spec *Template, auth *utcp.Auth, envelope bool, s *transports.Slot[*conn]) (*conn, error) {
 	u, err := url.Parse(spec.URL)
 	if err != nil {
 		return nil, utcp.NewError(utcp.CodeInvalidTemplate, "websocket: url: %v", err)
@@ -731,8 +595,8 @@ func (t *Transport) dial(ctx context.Context, spec *Template, auth *utcp.Auth, e
 	switch {
 	case t.closed:
 		err = errClosed
-	case s != nil && t.slots[s.key] != s:
-		err = errDeregistered(s.manual)
+	case s != nil && !t.slots.Holds(s):
+		err = errDeregistered(s.Manual)
 	}
 	if err != nil {
 		t.mu.Unlock()
@@ -761,7 +625,7 @@ func quoted(s []string) []string {
 // conn is one WebSocket connection and the calls it carries.
 type conn struct {
 	t        *Transport
-	slot     *slot
+	slot     *transports.Slot[*conn]
 	url      string
 	ws       *websocket.Conn
 	envelope bool // calls are correlated by id; else one call at a time
@@ -805,6 +669,15 @@ func (c *conn) isClosing() bool {
 		return false
 	}
 }
+
+// Closing, Shut and Done make a conn a transports.SessionConn.
+func (c *conn) Closing() bool { return c.isClosing() }
+
+// Shut is closeGracefully.
+func (c *conn) Shut(why error) { c.closeGracefully(why) }
+
+// Done is closed when c's reader has ended.
+func (c *conn) Done() <-chan struct{} { return c.done }
 
 // open registers a new request on c.
 func (c *conn) open(discovery bool) (*pending, error) {
@@ -939,11 +812,7 @@ func (c *conn) markClosing(err error) bool {
 	close(c.closing)
 	c.mu.Unlock()
 	if s := c.slot; s != nil {
-		s.mu.Lock()
-		if s.conn == c {
-			s.conn = nil
-		}
-		s.mu.Unlock()
+		s.Detach(c)
 	}
 	return true
 }

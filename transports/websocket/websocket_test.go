@@ -1,17 +1,13 @@
 package websocket_test
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -24,6 +20,7 @@ import (
 
 	"github.com/utcpd/utcpd/examples/servers/websocket/websocketserver"
 	"github.com/utcpd/utcpd/transports"
+	"github.com/utcpd/utcpd/transports/transporttest"
 	"github.com/utcpd/utcpd/transports/transporttest/fixture"
 	"github.com/utcpd/utcpd/transports/websocket"
 	"github.com/utcpd/utcpd/utcp"
@@ -31,45 +28,21 @@ import (
 
 func newTransport(t testing.TB, cfg map[string]any) *websocket.Transport {
 	t.Helper()
-	var raw json.RawMessage
-	if cfg != nil {
-		raw, _ = json.Marshal(cfg)
-	}
-	tr, err := websocket.New(transports.Options{Config: raw, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { tr.Close() })
-	return tr
+	return transporttest.NewTransport(t, websocket.New, cfg)
 }
 
 func tmpl(t testing.TB, fields map[string]any) *utcp.CallTemplate {
 	t.Helper()
-	m := map[string]any{"name": "m", "call_template_type": "websocket"}
-	for k, v := range fields {
-		m[k] = v
-	}
-	raw, _ := json.Marshal(m)
-	ct, err := websocket.ParseTemplate(raw)
-	if err != nil {
-		t.Fatalf("ParseTemplate(%s): %v", raw, err)
-	}
-	return &ct
+	return transporttest.ParseTemplate(t, websocket.ParseTemplate, "websocket", fields)
 }
 
 func callOf(ct *utcp.CallTemplate, tool string, args map[string]any) *utcp.Call {
-	return &utcp.Call{Tool: ct.Name + "." + tool, Manual: ct.Name, Name: tool, Template: ct, Arguments: args}
+	return transporttest.CallOf(ct, tool, args)
 }
 
 func do(t testing.TB, tr *websocket.Transport, ct *utcp.CallTemplate, tool string, args map[string]any) (any, error) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
-	defer cancel()
-	res, err := tr.CallTool(ctx, callOf(ct, tool, args))
-	if err != nil {
-		return nil, err
-	}
-	return res.Value, nil
+	return transporttest.Do(t, tr, ct, tool, args)
 }
 
 func num(s string) json.Number { return json.Number(s) }
@@ -726,43 +699,13 @@ func TestStreamEvents(t *testing.T) {
 // UTCPD_NPM_PEERS=1 to run it (CI does), and it fails when that is set
 // and the peer is missing.
 func TestNodePeer(t *testing.T) {
-	install := "npm ci --prefix transports/websocket/testdata/peer --no-audit --no-fund"
-	if os.Getenv("UTCPD_NPM_PEERS") != "1" {
-		t.Skipf("set UTCPD_NPM_PEERS=1 to run the ws npm peer test (install it with: %s)", install)
-	}
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Fatalf("UTCPD_NPM_PEERS=1 but node is not installed: %v", err)
-	}
-	modules, _ := filepath.Abs(filepath.Join("testdata", "peer", "node_modules"))
-	if _, err := os.Stat(filepath.Join(modules, "ws", "package.json")); err != nil {
-		t.Fatalf("UTCPD_NPM_PEERS=1 but the ws peer is not installed (%v); install it with: %s", err, install)
-	}
-	ctx, cancel := context.WithCancel(t.Context())
-	cmd := exec.CommandContext(ctx, node, filepath.Join("testdata", "echo-server.mjs"))
-	cmd.Env = append(os.Environ(), "NODE_PATH="+modules)
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cancel()
-		_ = cmd.Wait()
-	})
-	lines := bufio.NewScanner(out)
+	peer := transporttest.NPMPeer(t, "ws")
 	var hello struct {
 		Port    int    `json:"port"`
 		Version string `json:"ws_version"`
 	}
-	if !lines.Scan() || json.Unmarshal(lines.Bytes(), &hello) != nil || hello.Port == 0 {
-		t.Fatalf("the peer did not print its port: %q", lines.Text())
-	}
+	peer.Start(t, filepath.Join("testdata", "echo-server.mjs"), &hello)
 	t.Logf("ws %s serving on 127.0.0.1:%d", hello.Version, hello.Port)
-	go func() { _, _ = io.Copy(io.Discard, out) }()
 	url := fmt.Sprintf("ws://127.0.0.1:%d/", hello.Port)
 
 	tr := newTransport(t, nil)

@@ -17,19 +17,11 @@
 package main
 
 import (
-	"context"
-	"errors"
 	"flag"
 	"fmt"
-	"log"
-	"net"
-	"net/http"
-	"os"
-	"os/signal"
-	"syscall"
-	"time"
 
 	"github.com/utcpd/utcpd/examples/servers/graphql/graphqlserver"
+	"github.com/utcpd/utcpd/examples/servers/internal/serve"
 	"github.com/utcpd/utcpd/transports/transporttest/fixture"
 )
 
@@ -38,29 +30,11 @@ func main() {
 	noIntrospection := flag.Bool("no-introspection", false, "refuse introspection queries")
 	flag.Parse()
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := serve.Context()
 	defer stop()
 
-	ln, err := net.Listen("tcp", *listen)
-	if err != nil {
-		log.Fatal(err)
-	}
+	ln := serve.Listen(*listen)
 	srv := graphqlserver.NewServer(*listen, fixture.New(), graphqlserver.Options{DisableIntrospection: *noIntrospection})
 	fmt.Printf("serving the fixture tools as GraphQL on http://%s/graphql (subscriptions: ws://%s/graphql, graphql-transport-ws)\n", ln.Addr(), ln.Addr())
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-	select {
-	case err := <-errc:
-		if !errors.Is(err, http.ErrServerClosed) {
-			log.Fatal(err)
-		}
-	case <-ctx.Done():
-		shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		// Shutdown does not wait for hijacked WebSocket connections; they
-		// end with the process.
-		if err := srv.Shutdown(shutdown); err != nil {
-			log.Print(err)
-		}
-	}
+	serve.HTTP(ctx, srv, ln)
 }

@@ -11,17 +11,13 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
 	"log"
-	"net"
-	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/utcpd/utcpd/examples/servers/grpc/grpcserver"
+	"github.com/utcpd/utcpd/examples/servers/internal/serve"
 	"github.com/utcpd/utcpd/transports/transporttest/fixture"
 )
 
@@ -30,13 +26,10 @@ func main() {
 	noReflection := flag.Bool("no-reflection", false, "leave server reflection off")
 	flag.Parse()
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := serve.Context()
 	defer stop()
 
-	ln, err := net.Listen("tcp", *addr)
-	if err != nil {
-		log.Fatal(err)
-	}
+	ln := serve.Listen(*addr)
 	srv := grpcserver.New(fixture.New(), grpcserver.Options{NoReflection: *noReflection})
 	tmpl := grpcserver.Template(ln.Addr().String())
 	tmpl["name"] = "demo"

@@ -14,19 +14,11 @@
 package main
 
 import (
-	"context"
-	"errors"
 	"flag"
 	"fmt"
-	"log"
-	"net"
-	"net/http"
-	"os"
-	"os/signal"
-	"syscall"
-	"time"
 
 	"github.com/utcpd/utcpd/examples/servers/http/httpserver"
+	"github.com/utcpd/utcpd/examples/servers/internal/serve"
 	"github.com/utcpd/utcpd/transports/transporttest/fixture"
 )
 
@@ -35,27 +27,11 @@ func main() {
 	insecure := flag.Bool("allow-insecure", false, "mark tool templates allow_insecure (plain http to non-loopback hosts)")
 	flag.Parse()
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := serve.Context()
 	defer stop()
 
-	ln, err := net.Listen("tcp", *listen)
-	if err != nil {
-		log.Fatal(err)
-	}
+	ln := serve.Listen(*listen)
 	srv := httpserver.NewServer(*listen, fixture.New(), httpserver.Options{AllowInsecure: *insecure})
 	fmt.Printf("serving the fixture tools on http://%s (manual: /utcp, OpenAPI: /openapi.json)\n", ln.Addr())
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-	select {
-	case err := <-errc:
-		if !errors.Is(err, http.ErrServerClosed) {
-			log.Fatal(err)
-		}
-	case <-ctx.Done():
-		shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := srv.Shutdown(shutdown); err != nil {
-			log.Print(err)
-		}
-	}
+	serve.HTTP(ctx, srv, ln)
 }

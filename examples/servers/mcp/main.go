@@ -24,13 +24,10 @@ import (
 	"flag"
 	"fmt"
 	"log"
-	"net"
 	"net/http"
-	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
+	"github.com/utcpd/utcpd/examples/servers/internal/serve"
 	"github.com/utcpd/utcpd/examples/servers/mcp/mcpserver"
 	"github.com/utcpd/utcpd/transports/transporttest/fixture"
 )
@@ -41,7 +38,7 @@ func main() {
 	pageSize := flag.Int("page-size", 0, "tools per tools/list page (0: SDK default)")
 	flag.Parse()
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := serve.Context()
 	defer stop()
 	srv := mcpserver.New(fixture.New(), mcpserver.Options{PageSize: *pageSize})
 
@@ -51,26 +48,10 @@ func main() {
 		}
 		return
 	}
-	ln, err := net.Listen("tcp", *listen)
-	if err != nil {
-		log.Fatal(err)
-	}
+	ln := serve.Listen(*listen)
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", srv.Handler(mcpserver.HTTPOptions{Stateless: *stateless}))
 	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	fmt.Printf("serving the fixture tools over MCP at http://%s/mcp\n", ln.Addr())
-	errc := make(chan error, 1)
-	go func() { errc <- hs.Serve(ln) }()
-	select {
-	case err := <-errc:
-		if !errors.Is(err, http.ErrServerClosed) {
-			log.Fatal(err)
-		}
-	case <-ctx.Done():
-		shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := hs.Shutdown(shutdown); err != nil {
-			log.Print(err)
-		}
-	}
+	serve.HTTP(ctx, hs, ln)
 }

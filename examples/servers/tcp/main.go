@@ -11,16 +11,12 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
 	"log"
-	"net"
-	"os"
-	"os/signal"
-	"syscall"
 
+	"github.com/utcpd/utcpd/examples/servers/internal/serve"
 	"github.com/utcpd/utcpd/examples/servers/tcp/tcpserver"
 	"github.com/utcpd/utcpd/transports/tcp"
 	"github.com/utcpd/utcpd/transports/transporttest/fixture"
@@ -32,7 +28,7 @@ func main() {
 	insecure := flag.Bool("allow-insecure", false, "mark the printed template allow_insecure (hosts that are not loopback)")
 	flag.Parse()
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := serve.Context()
 	defer stop()
 
 	opts := tcpserver.Options{AllowInsecure: *insecure}
@@ -43,10 +39,7 @@ func main() {
 	default:
 		log.Fatalf("unknown -framing %q", *framing)
 	}
-	ln, err := net.Listen("tcp", *listen)
-	if err != nil {
-		log.Fatal(err)
-	}
+	ln := serve.Listen(*listen)
 	srv := tcpserver.New(fixture.New(), opts)
 	tmpl := srv.Template(ln.Addr().String())
 	tmpl["name"] = "sock"

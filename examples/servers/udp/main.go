@@ -10,16 +10,13 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
 	"log"
 	"net"
-	"os"
-	"os/signal"
-	"syscall"
 
+	"github.com/utcpd/utcpd/examples/servers/internal/serve"
 	"github.com/utcpd/utcpd/examples/servers/udp/udpserver"
 	"github.com/utcpd/utcpd/transports/transporttest/fixture"
 )
@@ -29,7 +26,7 @@ func main() {
 	insecure := flag.Bool("allow-insecure", false, "mark the printed template allow_insecure (hosts that are not loopback)")
 	flag.Parse()
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := serve.Context()
 	defer stop()
 
 	pc, err := net.ListenPacket("udp", *listen)

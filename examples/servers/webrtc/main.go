@@ -19,19 +19,12 @@
 package main
 
 import (
-	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"log"
 	"log/slog"
-	"net"
-	"net/http"
-	"os"
-	"os/signal"
-	"syscall"
-	"time"
 
+	"github.com/utcpd/utcpd/examples/servers/internal/serve"
 	"github.com/utcpd/utcpd/examples/servers/webrtc/webrtcserver"
 	"github.com/utcpd/utcpd/transports/transporttest/fixture"
 	"github.com/utcpd/utcpd/transports/webrtc"
@@ -45,7 +38,7 @@ func main() {
 	insecure := flag.Bool("allow-insecure", false, "mark tool templates allow_insecure (plain http:// or ws:// signaling to non-loopback hosts)")
 	flag.Parse()
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := serve.Context()
 	defer stop()
 
 	opts := webrtcserver.Options{PeerID: *peerID, AllowInsecure: *insecure, Logger: slog.Default()}
@@ -56,26 +49,10 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", *addr)
-	if err != nil {
-		log.Fatal(err)
-	}
+	ln := serve.Listen(*addr)
 	srv := s.NewHTTPServer(*addr)
 	fmt.Printf("serving the fixture tools as WebRTC peer %q; signaling: http://%s/signal and ws://%s/ws (manual as JSON: http://%s/utcp)\n",
 		*peerID, ln.Addr(), ln.Addr(), ln.Addr())
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-	select {
-	case err := <-errc:
-		if !errors.Is(err, http.ErrServerClosed) {
-			log.Fatal(err)
-		}
-	case <-ctx.Done():
-		shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := srv.Shutdown(shutdown); err != nil {
-			log.Print(err)
-		}
-		_ = s.Close()
-	}
+	serve.HTTP(ctx, srv, ln)
+	_ = s.Close()
 }
