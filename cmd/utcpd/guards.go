@@ -244,6 +244,8 @@ func registerAuditMetrics(w *audit.Writer) {
 				Help: "Audit records lost to store errors."}, read(func(w *audit.Writer) float64 { return float64(w.Failed()) })),
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "utcpd_audit_queue_length",
 				Help: "Audit records waiting to be written."}, read(func(w *audit.Writer) float64 { return float64(w.Pending()) })),
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "utcpd_audit_records_held",
+				Help: "Audit records taken from the queue and not written yet: the batch being written, and those held back for retry while the store is unavailable."}, read(func(w *audit.Writer) float64 { return float64(w.Held()) })),
 		} {
 			if err := prometheus.DefaultRegisterer.Register(c); err != nil {
 				var are prometheus.AlreadyRegisteredError

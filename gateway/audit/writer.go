@@ -2,10 +2,14 @@ package audit
 
 import (
 	"context"
+	"errors"
 	"log/slog"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/utcpd/utcpd/utcp"
 )
 
 // Defaults of WriterOptions.
@@ -16,7 +20,20 @@ const (
 	DefaultBatchSize = 512
 	// DefaultRetention is how long records are kept (audit_retention).
 	DefaultRetention = 720 * time.Hour
+	// DefaultMaxHeld is how many records a Writer holds back at most
+	// while the store is unavailable.
+	DefaultMaxHeld = 100_000
 )
+
+// The backoff between two attempts to write held-back records: it starts
+// at retryMin and doubles up to retryMax.
+const (
+	retryMin = 100 * time.Millisecond
+	retryMax = 5 * time.Second
+)
+
+// appendTimeout bounds one Store.Append.
+const appendTimeout = 30 * time.Second
 
 // WriterOptions configure a Writer. The zero value uses the defaults.
 type WriterOptions struct {
@@ -25,6 +42,15 @@ type WriterOptions struct {
 	QueueSize int
 	// BatchSize caps the records written by one Store.Append.
 	BatchSize int
+	// MaxHeld bounds the records taken from the queue and not written yet
+	// (default DefaultMaxHeld): while the store is unavailable, the
+	// Writer keeps taking records from the queue, behind the batch that
+	// failed, until it holds MaxHeld; then new records wait in the queue,
+	// and once that is full too they are dropped and counted (Dropped).
+	// The oldest records are kept, the newest dropped, so that what is
+	// written stays one unbroken stretch of calls. At most QueueSize +
+	// MaxHeld records are in memory.
+	MaxHeld int
 	// Retention is how long records are kept: older ones are pruned at
 	// start and then every PruneInterval. Negative keeps them forever.
 	Retention time.Duration
@@ -38,12 +64,26 @@ type WriterOptions struct {
 // Writer appends records to a Store from one background goroutine, in
 // batches, so that auditing costs a call only a channel send. When the
 // store falls behind and the queue is full, records are dropped and
-// counted rather than slowing calls down. Create it with NewWriter; Close
-// flushes. A Writer is safe for concurrent use.
+// counted rather than slowing calls down.
+//
+// When the store fails with an error that Retryable accepts (the database
+// is unavailable: PostgreSQL restarting, say), the batch is not lost: it is
+// held back and retried with backoff (100 ms doubling to 5 s) until the
+// store takes it or the Writer is closed, and the records that arrive
+// meanwhile are held behind it, up to WriterOptions.MaxHeld. Records are
+// written in the order they were appended, with their own times. A record
+// the store rejects for good (any other error) is dropped and counted
+// (Failed); the rest of its batch is still written. Held-back records are
+// only in memory: they are lost if the process dies.
+//
+// Create it with NewWriter; Close flushes. A Writer is safe for
+// concurrent use.
 type Writer struct {
 	store Store
 	opts  WriterOptions
 	log   *slog.Logger
+
+	retryMin, retryMax time.Duration
 
 	queue   chan Record
 	flushes chan chan struct{}
@@ -51,17 +91,45 @@ type Writer struct {
 	done    chan struct{}
 	once    sync.Once
 	closed  atomic.Bool
+	// ctx bounds every store operation; the end of the first Close's ctx
+	// cancels it (unregister, set before stop is closed, undoes that).
+	ctx        context.Context
+	cancel     context.CancelFunc
+	unregister func() bool
 
 	dropped, written, failed, pruned atomic.Uint64
+	nheld                            atomic.Int64
+
+	// Owned by the run goroutine.
+	held     []Record // taken from the queue, not written yet: held[head:]
+	head     int
+	taken    uint64 // records taken from the queue so far
+	resolved uint64 // of those, written or lost
+	delay    time.Duration
+	retry    *time.Timer
+	waiters  []flushWaiter
+}
+
+// A flushWaiter is a Flush waiting for the records before it.
+type flushWaiter struct {
+	ack    chan struct{}
+	target uint64 // done once resolved reaches it
 }
 
 // NewWriter returns a running Writer appending to store.
 func NewWriter(store Store, opts WriterOptions) *Writer {
+	return newWriter(store, opts, retryMin, retryMax)
+}
+
+func newWriter(store Store, opts WriterOptions, rmin, rmax time.Duration) *Writer {
 	if opts.QueueSize <= 0 {
 		opts.QueueSize = DefaultQueueSize
 	}
 	if opts.BatchSize <= 0 {
 		opts.BatchSize = DefaultBatchSize
+	}
+	if opts.MaxHeld <= 0 {
+		opts.MaxHeld = DefaultMaxHeld
 	}
 	if opts.Retention == 0 {
 		opts.Retention = DefaultRetention
@@ -73,9 +141,10 @@ func NewWriter(store Store, opts WriterOptions) *Writer {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	w := &Writer{store: store, opts: opts, log: log,
+	w := &Writer{store: store, opts: opts, log: log, retryMin: rmin, retryMax: rmax,
 		queue: make(chan Record, opts.QueueSize), flushes: make(chan chan struct{}),
 		stop: make(chan struct{}), done: make(chan struct{})}
+	w.ctx, w.cancel = context.WithCancel(context.Background())
 	go w.run()
 	return w
 }
@@ -104,17 +173,25 @@ func (w *Writer) Dropped() uint64 { return w.dropped.Load() }
 // Written returns how many records were written.
 func (w *Writer) Written() uint64 { return w.written.Load() }
 
-// Failed returns how many records were lost to store errors.
+// Failed returns how many records were lost to store errors: records the
+// store rejected for good, and records still held back when Close gave up.
 func (w *Writer) Failed() uint64 { return w.failed.Load() }
 
 // Pruned returns how many records retention removed.
 func (w *Writer) Pruned() uint64 { return w.pruned.Load() }
 
-// Pending returns how many records wait to be written.
-func (w *Writer) Pending() int { return len(w.queue) }
+// Pending returns how many records wait to be written: queued or held.
+func (w *Writer) Pending() int { return len(w.queue) + w.Held() }
 
-// Flush returns once every record queued before it was written (or
-// failed), or when ctx ends.
+// Held returns how many records the Writer has taken from the queue and
+// not written yet: the batch being written and, while the store is
+// unavailable, the records held back for the next attempt (at most
+// WriterOptions.MaxHeld).
+func (w *Writer) Held() int { return int(w.nheld.Load()) }
+
+// Flush returns once every record queued before it was written (or lost:
+// rejected by the store, or dropped by Close), or when ctx ends. While
+// the store is unavailable it waits for the held-back records too.
 func (w *Writer) Flush(ctx context.Context) error {
 	ack := make(chan struct{})
 	select {
@@ -132,11 +209,15 @@ func (w *Writer) Flush(ctx context.Context) error {
 	}
 }
 
-// Close stops accepting records, writes those queued, and stops. It
-// returns ctx's error if the queue could not be written before ctx ended
-// (the rest is dropped). Idempotent.
+// Close stops accepting records, makes one more attempt to write those
+// queued and held back, and stops: if the store is still unavailable,
+// what is left is dropped and counted (Failed). It returns ctx's error if this did not
+// finish before ctx ended; the end of the first call's ctx also cancels
+// the write under way, and what it did not write is dropped and counted
+// (Failed). Idempotent.
 func (w *Writer) Close(ctx context.Context) error {
 	w.once.Do(func() {
+		w.unregister = context.AfterFunc(ctx, w.cancel)
 		w.closed.Store(true)
 		close(w.stop)
 	})
@@ -148,71 +229,247 @@ func (w *Writer) Close(ctx context.Context) error {
 	}
 }
 
+// Retryable reports whether the Writer retries a batch that Store.Append
+// failed with err, rather than dropping it: when err has the code
+// unavailable or timeout (utcp.CodeOf; a context deadline is a timeout),
+// or is a context cancellation. An error that carries a PostgreSQL
+// SQLSTATE (a SQLState() string method somewhere in its chain) of class
+// 22 (data exception), 23 (integrity constraint violation) or 54
+// (program limit exceeded) is never retryable, whatever its code: the
+// record itself is at fault, and retrying it would block every record
+// behind it.
+func Retryable(err error) bool {
+	if err == nil {
+		return false
+	}
+	var st interface{ SQLState() string }
+	if errors.As(err, &st) {
+		if s := st.SQLState(); len(s) >= 2 {
+			switch s[:2] {
+			case "22", "23", "54":
+				return false
+			}
+		}
+	}
+	switch utcp.CodeOf(err) {
+	case utcp.CodeUnavailable, utcp.CodeTimeout, utcp.CodeCanceled:
+		return true
+	}
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
+}
+
 func (w *Writer) run() {
 	defer close(w.done)
+	defer w.cancel()
 	w.prune()
 	tick := time.NewTicker(w.opts.PruneInterval)
 	defer tick.Stop()
-	batch := make([]Record, 0, w.opts.BatchSize)
+	w.retry = time.NewTimer(time.Hour)
+	w.retry.Stop()
+	defer w.retry.Stop()
 	for {
+		w.ackFlushes()
+		var in <-chan Record
+		if w.heldLen() < w.opts.MaxHeld {
+			in = w.queue
+		}
+		var retry <-chan time.Time
+		if w.delay > 0 {
+			retry = w.retry.C
+		}
 		select {
-		case r := <-w.queue:
-			batch = append(batch[:0], r)
-			batch = w.fill(batch)
-			w.write(batch)
+		case r := <-in:
+			w.hold(r)
+			if w.delay > 0 {
+				w.take(w.opts.MaxHeld) // behind the held-back batch
+			} else {
+				w.take(min(w.opts.BatchSize, w.opts.MaxHeld))
+				w.writeHeld()
+			}
 		case ack := <-w.flushes:
-			w.drain(batch)
-			close(ack)
+			target := w.taken + uint64(len(w.queue))
+			w.waiters = append(w.waiters, flushWaiter{ack: ack, target: target})
+			for w.delay == 0 && w.resolved < target {
+				w.take(min(w.opts.BatchSize, w.opts.MaxHeld))
+				if w.heldLen() == 0 {
+					break
+				}
+				w.writeHeld()
+			}
+		case <-retry:
+			w.writeHeld()
 		case <-tick.C:
-			w.prune()
+			if w.delay == 0 { // the store is away: pruning would fail too
+				w.prune()
+			}
 		case <-w.stop:
-			w.drain(batch)
+			w.final()
+			w.unregister()
 			return
 		}
 	}
 }
 
-// fill adds to batch whatever is queued, up to the batch size.
-func (w *Writer) fill(batch []Record) []Record {
-	for len(batch) < cap(batch) {
+// final makes the last attempt of Close: everything queued and held is
+// written once; on failure the rest is dropped and counted.
+func (w *Writer) final() {
+	w.take(math.MaxInt)
+	err := w.writeAll(w.ctx)
+	if n := w.heldLen(); n > 0 {
+		w.failed.Add(uint64(n))
+		w.log.Error("audit store unavailable at close; held-back audit records are lost", "records", n, "err", err)
+		w.release(n)
+	}
+	for _, f := range w.waiters {
+		close(f.ack)
+	}
+	w.waiters = nil
+}
+
+// ackFlushes ends the flushes whose records are all resolved.
+func (w *Writer) ackFlushes() {
+	i := 0
+	for ; i < len(w.waiters) && w.waiters[i].target <= w.resolved; i++ {
+		close(w.waiters[i].ack)
+	}
+	if i > 0 {
+		w.waiters = append(w.waiters[:0], w.waiters[i:]...)
+	}
+}
+
+func (w *Writer) heldLen() int { return len(w.held) - w.head }
+
+// hold appends r to the held records.
+func (w *Writer) hold(r Record) {
+	if len(w.held) == cap(w.held) && w.head > 0 { // drop the written front
+		live := len(w.held) - w.head
+		if w.head >= cap(w.held)/4 { // in place: amortized O(1) a record
+			copy(w.held, w.held[w.head:])
+			clear(w.held[live:])
+			w.held = w.held[:live]
+		} else { // mostly live: grow, as append would
+			grown := make([]Record, live, 2*cap(w.held))
+			copy(grown, w.held[w.head:])
+			w.held = grown
+		}
+		w.head = 0
+	}
+	w.held = append(w.held, r)
+	w.taken++
+	w.nheld.Add(1)
+}
+
+// take moves queued records into held until it has n or the queue is
+// empty.
+func (w *Writer) take(n int) {
+	for w.heldLen() < n {
 		select {
 		case r := <-w.queue:
-			batch = append(batch, r)
+			w.hold(r)
 		default:
-			return batch
+			return
 		}
 	}
-	return batch
 }
 
-// drain writes everything queued now.
-func (w *Writer) drain(batch []Record) {
-	for len(w.queue) > 0 {
-		batch = w.fill(batch[:0])
-		w.write(batch)
+// release forgets the first n held records (written or lost).
+func (w *Writer) release(n int) {
+	clear(w.held[w.head : w.head+n])
+	w.head += n
+	w.resolved += uint64(n)
+	w.nheld.Add(-int64(n))
+	if w.head == len(w.held) {
+		w.head = 0
+		if cap(w.held) > 4*w.opts.BatchSize { // an outage's backlog: give it back
+			w.held = nil
+		} else {
+			w.held = w.held[:0]
+		}
 	}
 }
 
-func (w *Writer) write(batch []Record) {
-	if len(batch) == 0 {
+// writeHeld writes the held records; when the store fails with a
+// retryable error, it starts (or lengthens) the backoff before the next
+// attempt.
+func (w *Writer) writeHeld() {
+	before := w.resolved
+	err := w.writeAll(w.ctx)
+	if err == nil {
+		if w.delay > 0 {
+			w.log.Info("audit store available again; held-back audit records written", "records", w.resolved-before)
+			w.delay = 0
+		}
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := w.store.Append(ctx, batch); err != nil {
-		w.failed.Add(uint64(len(batch)))
-		w.log.Error("writing audit records; they are lost", "records", len(batch), "err", err)
-		return
+	if w.delay == 0 {
+		w.delay = w.retryMin
+		w.log.Warn("audit store unavailable; holding audit records back and retrying",
+			"held", w.heldLen(), "queued", len(w.queue), "err", err)
+	} else {
+		w.delay = min(2*w.delay, w.retryMax)
 	}
-	w.written.Add(uint64(len(batch)))
-	clear(batch)
+	w.retry.Reset(w.delay)
+}
+
+// writeAll writes the held records a batch at a time, until none is left
+// or the store fails with a retryable error, which it returns.
+func (w *Writer) writeAll(ctx context.Context) error {
+	for w.heldLen() > 0 {
+		n := min(w.heldLen(), w.opts.BatchSize)
+		done, err := w.write(ctx, w.held[w.head:w.head+n])
+		w.release(done)
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// write appends recs and returns how many of them, from the front, were
+// written or lost, and the retryable error that stopped it, if any. When
+// the store rejects the batch for good, write halves it until it has
+// found the records at fault, drops those and writes the others: a Store
+// writes all of a batch or none of it.
+func (w *Writer) write(ctx context.Context, recs []Record) (int, error) {
+	actx, cancel := context.WithTimeout(ctx, appendTimeout)
+	err := w.store.Append(actx, recs)
+	cancel()
+	switch {
+	case err == nil:
+		w.written.Add(uint64(len(recs)))
+		return len(recs), nil
+	case Retryable(err):
+		return 0, err
+	case len(recs) == 1:
+		w.failed.Add(1)
+		w.log.Error("the audit store rejected an audit record; it is lost",
+			"tool", clip(recs[0].Tool), "time", recs[0].Time, "err", err)
+		return 1, nil
+	}
+	h := len(recs) / 2
+	n, err := w.write(ctx, recs[:h])
+	if err != nil {
+		return n, err
+	}
+	m, err := w.write(ctx, recs[h:])
+	return n + m, err
+}
+
+// clip shortens s for a log line: a rejected record's tool name can be
+// anything a caller sent.
+func clip(s string) string {
+	const limit = 128
+	if len(s) <= limit {
+		return s
+	}
+	return s[:limit] + "…"
 }
 
 func (w *Writer) prune() {
 	if w.opts.Retention <= 0 {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(w.ctx, time.Minute)
 	defer cancel()
 	n, err := w.store.Prune(ctx, time.Now().Add(-w.opts.Retention))
 	if err != nil {
