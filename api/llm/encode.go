@@ -135,6 +135,21 @@ func appendString(b []byte, s string) []byte {
 // AnthropicTool and GeminiFunction. params must be compact JSON; for
 // Gemini, empty params are left out.
 func appendFunction(b []byte, p Provider, name, description string, params []byte, strict bool) []byte {
+	b = appendFunctionHead(b, p, name, description)
+	if p != Gemini || len(params) > 0 {
+		if p == Anthropic {
+			b = append(b, `,"input_schema":`...)
+		} else {
+			b = append(b, `,"parameters":`...)
+		}
+		b = append(b, params...)
+	}
+	return appendFunctionTail(b, p, strict)
+}
+
+// appendFunctionHead appends a tool definition up to its schema: the
+// opening, the name and the description.
+func appendFunctionHead(b []byte, p Provider, name, description string) []byte {
 	if p == OpenAI {
 		b = append(b, `{"type":"function","function":`...)
 	}
@@ -144,18 +159,13 @@ func appendFunction(b []byte, p Provider, name, description string, params []byt
 		b = append(b, `,"description":`...)
 		b = appendString(b, description)
 	}
-	switch p {
-	case Anthropic:
-		b = append(b, `,"input_schema":`...)
-		b = append(b, params...)
-	case Gemini:
-		if len(params) > 0 {
-			b = append(b, `,"parameters":`...)
-			b = append(b, params...)
-		}
-	default:
-		b = append(b, `,"parameters":`...)
-		b = append(b, params...)
+	return b
+}
+
+// appendFunctionTail closes what appendFunctionHead opened, after the
+// schema member.
+func appendFunctionTail(b []byte, p Provider, strict bool) []byte {
+	if p == OpenAI {
 		if strict {
 			b = append(b, `,"strict":true`...)
 		}

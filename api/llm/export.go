@@ -145,75 +145,170 @@ func Export(p Provider, tools []*utcp.Tool, names *Names, opts ExportOptions) (j
 // render encodes tools in p's format. entries, when not nil, holds the
 // cached renderings (see Cache): a tool with an entry uses its rendering
 // when that was made with the tool's current name, and stores a new one
-// otherwise.
+// otherwise. Without entries the tools are encoded straight into the
+// output (renderDirect).
 func render(p Provider, tools []*utcp.Tool, names *Names, opts ExportOptions, entries map[*utcp.Tool]*entry) (json.RawMessage, error) {
+	if entries == nil {
+		return renderDirect(p, tools, names, opts)
+	}
 	v := variant(p, opts)
 	frags := make([][]byte, len(tools))
 	errs := make([]error, len(tools))
-	one := func(i int) {
-		t := tools[i]
-		name := names.Provider(t.Name)
-		e := entries[t]
-		if e != nil {
-			if r := e.r[v].Load(); r != nil && r.name == name {
-				frags[i] = r.data
-				return
+	parallel(len(tools), func(_, start, end int) {
+		r := getRewriter()
+		defer r.release()
+		for i := start; i < end; i++ {
+			t := tools[i]
+			name := names.Provider(t.Name)
+			e := entries[t]
+			if e != nil {
+				if cached := e.r[v].Load(); cached != nil && cached.name == name {
+					frags[i] = cached.data
+					continue
+				}
+			}
+			frags[i], errs[i] = r.exportOne(p, t, name, opts)
+			if e != nil && errs[i] == nil {
+				e.r[v].Store(&rendering{name: name, data: frags[i]})
 			}
 		}
-		frags[i], errs[i] = exportOne(p, t, name, opts)
-		if e != nil && errs[i] == nil {
-			e.r[v].Store(&rendering{name: name, data: frags[i]})
-		}
-	}
-	workers := min(runtime.GOMAXPROCS(0), (len(tools)+255)/256)
-	if workers <= 1 {
-		for i := range tools {
-			one(i)
-		}
-	} else {
-		var wg sync.WaitGroup
-		chunk := (len(tools) + workers - 1) / workers
-		for start := 0; start < len(tools); start += chunk {
-			end := min(start+chunk, len(tools))
-			wg.Go(func() {
-				for i := start; i < end; i++ {
-					one(i)
-				}
-			})
-		}
-		wg.Wait()
-	}
-	size := 64
+	})
 	for i, err := range errs {
 		if err != nil {
 			return nil, fmt.Errorf("tool %s: %w", tools[i].Name, err)
 		}
-		size += len(frags[i]) + 1
 	}
-	var b bytes.Buffer
-	b.Grow(size)
-	if p == Gemini {
-		if len(tools) == 0 {
-			return json.RawMessage("[]"), nil
-		}
-		b.WriteString(`[{"functionDeclarations":`)
-	}
-	b.WriteByte('[')
-	for i, f := range frags {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		b.Write(f)
-	}
-	b.WriteByte(']')
-	if p == Gemini {
-		b.WriteString(`}]`)
-	}
-	return b.Bytes(), nil
+	return join(p, frags), nil
 }
 
-// exportOne encodes one tool's definition.
+// renderDirect is render without a cache: each worker encodes its run of
+// tools into blocks of memory (a new block when the last one may not hold
+// the next tool, so nothing is copied to grow), and the blocks are joined.
+func renderDirect(p Provider, tools []*utcp.Tool, names *Names, opts ExportOptions) (json.RawMessage, error) {
+	runs := make([][][]byte, workers(len(tools)))
+	bad := make([]int, len(runs))
+	errs := make([]error, len(runs))
+	parallel(len(tools), func(k, start, end int) {
+		r := getRewriter()
+		defer r.release()
+		var blocks [][]byte
+		var b []byte
+		for i := start; i < end; i++ {
+			t := tools[i]
+			// The rewrites at most about double a schema's size.
+			if need := 2*(len(t.Inputs)+len(t.Description)) + 256; cap(b)-len(b) < need {
+				if len(b) > 0 {
+					blocks = append(blocks, b)
+				}
+				b = make([]byte, 0, max(need, min(1<<20, (end-i)*need)))
+			}
+			if i > 0 {
+				b = append(b, ',')
+			}
+			var err error
+			if b, err = r.appendTool(b, p, t, names.Provider(t.Name), opts); err != nil {
+				bad[k], errs[k] = i, err
+				return
+			}
+		}
+		runs[k] = append(blocks, b)
+	})
+	for k, err := range errs {
+		if err != nil {
+			return nil, fmt.Errorf("tool %s: %w", tools[bad[k]].Name, err)
+		}
+	}
+	if p == Gemini && len(tools) == 0 {
+		return json.RawMessage("[]"), nil
+	}
+	size := 64
+	for _, blocks := range runs {
+		for _, b := range blocks {
+			size += len(b)
+		}
+	}
+	out := make([]byte, 0, size)
+	out = listStart(out, p)
+	for _, blocks := range runs {
+		for _, b := range blocks {
+			out = append(out, b...)
+		}
+	}
+	return listEnd(out, p), nil
+}
+
+// listStart opens the list of definitions (for Gemini, inside its one tool).
+func listStart(b []byte, p Provider) []byte {
+	if p == Gemini {
+		b = append(b, `[{"functionDeclarations":`...)
+	}
+	return append(b, '[')
+}
+
+// listEnd closes what listStart opened.
+func listEnd(b []byte, p Provider) []byte {
+	b = append(b, ']')
+	if p == Gemini {
+		b = append(b, `}]`...)
+	}
+	return b
+}
+
+// workers returns how many goroutines encode n tools: up to GOMAXPROCS,
+// each with at least 256 tools.
+func workers(n int) int {
+	return max(1, min(runtime.GOMAXPROCS(0), (n+255)/256))
+}
+
+// parallel calls fn(k, start, end) for the k-th of workers(n) consecutive
+// runs of [0, n), concurrently when there are several.
+func parallel(n int, fn func(k, start, end int)) {
+	w := workers(n)
+	if w == 1 {
+		fn(0, 0, n)
+		return
+	}
+	var wg sync.WaitGroup
+	chunk := (n + w - 1) / w
+	for k, start := 0, 0; start < n; k, start = k+1, start+chunk {
+		end := min(start+chunk, n)
+		wg.Go(func() { fn(k, start, end) })
+	}
+	wg.Wait()
+}
+
+// join returns the JSON list of the encoded definitions frags, wrapped
+// for Gemini in its one tool.
+func join(p Provider, frags [][]byte) json.RawMessage {
+	if p == Gemini && len(frags) == 0 {
+		return json.RawMessage("[]")
+	}
+	size := 64
+	for _, f := range frags {
+		size += len(f) + 1
+	}
+	b := listStart(make([]byte, 0, size), p)
+	for i, f := range frags {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, f...)
+	}
+	return listEnd(b, p)
+}
+
+// exportOne encodes one tool's definition: through the fast path (see
+// fast.go) when it takes the schema, else through exportOneMap.
 func exportOne(p Provider, t *utcp.Tool, name string, opts ExportOptions) ([]byte, error) {
+	r := getRewriter()
+	defer r.release()
+	return r.exportOne(p, t, name, opts)
+}
+
+// exportOneMap encodes one tool's definition by decoding the schema into
+// map[string]any, rewriting and re-encoding it: the reference the fast
+// path must match byte for byte, and its fallback.
+func exportOneMap(p Provider, t *utcp.Tool, name string, opts ExportOptions) ([]byte, error) {
 	strict := p == OpenAI && opts.Strict
 	if p != Gemini && !strict {
 		if raw, ok := passThrough(t.Inputs); ok {
@@ -239,7 +334,7 @@ func exportOne(p Provider, t *utcp.Tool, name string, opts ExportOptions) ([]byt
 	case Anthropic:
 		params = objectRoot(m)
 	default:
-		params = geminiSchema(m, m, 0)
+		params = geminiSchema(m, m, 0, new(geminiBudget))
 		params["type"] = "OBJECT"
 		if props, _ := params["properties"].(map[string]any); len(props) == 0 {
 			params = nil

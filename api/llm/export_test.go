@@ -370,6 +370,21 @@ func TestExportBadSchema(t *testing.T) {
 	}
 }
 
+// With enough tools to encode them in parallel, the error names the first
+// tool whose schema is not an object, whichever worker met it.
+func TestExportBadSchemaParallel(t *testing.T) {
+	tools := benchTools(1000)
+	for _, i := range []int{900, 420} {
+		tools[i] = &utcp.Tool{Name: fmt.Sprintf("bad.t%d", i), Inputs: json.RawMessage(`"x"`)}
+	}
+	for _, p := range llm.Providers {
+		_, err := llm.Export(p, tools, nil, llm.ExportOptions{})
+		if err == nil || !strings.Contains(err.Error(), "tool bad.t420:") {
+			t.Errorf("%s: err %v", p, err)
+		}
+	}
+}
+
 // benchTools returns n tools with realistic schemas.
 func benchTools(n int) []*utcp.Tool {
 	out := make([]*utcp.Tool, n)

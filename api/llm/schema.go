@@ -12,6 +12,13 @@ import (
 // maxDepth bounds schema recursion (and $ref inlining for Gemini).
 const maxDepth = 32
 
+// geminiBudget bounds the schema nodes one tool's Gemini conversion
+// produces: inlining $refs can multiply a small schema exponentially
+// (a definition whose anyOf refers to itself three times), which the
+// depth limit alone lets grow to 3^16 nodes. Past the budget, $refs are
+// left unconstrained.
+const geminiBudget = 20000
+
 // decodeSchema parses a tool's input schema. An empty or null schema is an
 // object with no properties.
 func decodeSchema(raw json.RawMessage) (map[string]any, error) {
@@ -77,7 +84,8 @@ func openAIStrict(n any, depth int) any {
 		return n
 	}
 	out := make(map[string]any, len(m)+2)
-	for k, v := range m {
+	for _, k := range sortedKeys(m) {
+		v := m[k]
 		switch {
 		case openAIStrictDropped[k]:
 		case k == "additionalProperties":
@@ -214,23 +222,26 @@ var geminiTypes = map[string]string{
 // default, example, propertyOrdering. A type list becomes one type plus
 // nullable (or anyOf of the types); const becomes a one-value enum;
 // local $refs (#/$defs/..., #/definitions/...) are inlined, up to a depth
-// limit past which the node is left unconstrained; everything else is
-// dropped.
-func geminiSchema(n any, root map[string]any, depth int) map[string]any {
+// limit and a budget of converted nodes (*budget, counted down, starting
+// at geminiBudget for a tool), past which the node is left unconstrained;
+// everything else is dropped. Keys and properties are visited in sorted
+// order, so that the budget runs out at the same place on every run.
+func geminiSchema(n any, root map[string]any, depth int, budget *int) map[string]any {
 	m, ok := n.(map[string]any)
 	if !ok || depth > maxDepth {
 		return map[string]any{}
 	}
+	*budget--
 	if ref, ok := m["$ref"].(string); ok {
 		target := resolveRef(root, ref)
-		if target == nil {
+		if target == nil || *budget <= 0 {
 			out := map[string]any{}
 			if d, ok := m["description"].(string); ok {
 				out["description"] = d
 			}
 			return out
 		}
-		out := geminiSchema(target, root, depth+1)
+		out := geminiSchema(target, root, depth+1, budget)
 		if d, ok := m["description"].(string); ok {
 			out["description"] = d
 		}
@@ -270,7 +281,8 @@ func geminiSchema(n any, root map[string]any, depth int) map[string]any {
 	if typ != "" {
 		out["type"] = typ
 	}
-	for k, v := range m {
+	for _, k := range sortedKeys(m) {
+		v := m[k]
 		switch k {
 		case "description", "title", "pattern":
 			if s, ok := v.(string); ok {
@@ -316,13 +328,13 @@ func geminiSchema(n any, root map[string]any, depth int) map[string]any {
 		case "properties":
 			props, _ := v.(map[string]any)
 			conv := make(map[string]any, len(props))
-			for name, s := range props {
-				conv[name] = geminiSchema(s, root, depth+1)
+			for _, name := range sortedKeys(props) {
+				conv[name] = geminiSchema(props[name], root, depth+1, budget)
 			}
 			out[k] = conv
 		case "items":
 			if _, isList := v.([]any); !isList {
-				out[k] = geminiSchema(v, root, depth+1)
+				out[k] = geminiSchema(v, root, depth+1, budget)
 			}
 		case "anyOf", "oneOf":
 			list, _ := v.([]any)
@@ -332,7 +344,7 @@ func geminiSchema(n any, root map[string]any, depth int) map[string]any {
 					out["nullable"] = true
 					continue
 				}
-				conv = append(conv, geminiSchema(s, root, depth+1))
+				conv = append(conv, geminiSchema(s, root, depth+1, budget))
 			}
 			if len(conv) > 0 {
 				out["anyOf"] = conv
@@ -368,6 +380,19 @@ func geminiSchema(n any, root map[string]any, depth int) map[string]any {
 		}
 	}
 	return out
+}
+
+// sortedKeys returns the keys of m in sorted order. The rewrites visit
+// keys in that order, so that keywords writing the same output key
+// (anyOf and oneOf; enum and const; nullable, enum, anyOf and oneOf for
+// Gemini's nullable) combine the same way on every run.
+func sortedKeys(m map[string]any) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
 }
 
 // resolveRef returns the local definition ref points at, or nil.
