@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -138,7 +139,13 @@ func (o *Observer) OnCall(rec *gateway.CallRecord) {
 	if !o.log.Enabled(ctx, level) {
 		return
 	}
-	attrs := make([]slog.Attr, 0, 10)
+	// The record is handed to the handler directly: Logger.LogAttrs would
+	// also capture the caller's program counter, which only a handler
+	// with AddSource uses (the daemon's do not) and which costs more
+	// than formatting the line.
+	r := slog.NewRecord(time.Now(), level, "call", 0)
+	var buf [10]slog.Attr
+	attrs := buf[:0]
 	attrs = append(attrs,
 		slog.String("tool", rec.Tool),
 		slog.String("qualified", rec.Qualified),
@@ -159,7 +166,8 @@ func (o *Observer) OnCall(rec *gateway.CallRecord) {
 	if rec.Err != nil && loggableError(rec.Code) {
 		attrs = append(attrs, slog.String("err", rec.Err.Error()))
 	}
-	o.log.LogAttrs(ctx, level, "call", attrs...)
+	r.AddAttrs(attrs...)
+	_ = o.log.Handler().Handle(ctx, r)
 }
 
 // loggableError reports whether the message of an error with code c is

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
+	"slices"
 	"strings"
 	"sync"
 
@@ -22,6 +24,15 @@ type schema struct {
 	once sync.Once
 	sch  *jsonschema.Schema
 	err  error
+
+	// simple, built on the first call, is a quick check for the usual
+	// shape of an inputs schema (typed properties, required, optionally
+	// closed): when it says the arguments are valid they are, and the
+	// compiled validator runs only otherwise (for its error, or for what
+	// the quick check does not know). nil when the schema has another
+	// shape.
+	simpleOnce sync.Once
+	simple     *simpleSchema
 }
 
 // newSchema returns nil when raw accepts any object (absent, {}, or
@@ -83,6 +94,10 @@ func (s *schema) compile() {
 // validate checks args against the schema. A failure is invalid_arguments
 // naming the instance path and schema keyword of the first problem.
 func (s *schema) validate(tool string, args map[string]any) error {
+	s.simpleOnce.Do(func() { s.simple = parseSimple(s.raw) })
+	if s.simple != nil && s.simple.accepts(args) {
+		return nil
+	}
 	s.once.Do(s.compile)
 	if s.err != nil {
 		return nil // an uncompilable schema does not block calls
@@ -117,4 +132,190 @@ func (s *schema) validate(tool string, args map[string]any) error {
 		}
 	}
 	return e
+}
+
+// simpleSchema is an inputs schema made only of
+//
+//	{"type": "object", "properties": {name: {"type": T or [T...]}, ...},
+//	 "required": [...], "additionalProperties": true or false}
+//
+// plus annotations (title, description, default, examples, $comment,
+// $schema, $id), every keyword optional. Its check is sound, not
+// complete: accepts reports true only for arguments the full validator
+// also accepts, and false whenever it is not sure.
+type simpleSchema struct {
+	props    map[string][]string // property → allowed JSON types; nil slice: any
+	required []string
+	closed   bool // additionalProperties: false
+}
+
+// annotation reports whether a keyword never affects validation.
+func annotation(k string) bool {
+	switch k {
+	case "title", "description", "default", "examples", "$comment":
+		return true
+	}
+	return false
+}
+
+// parseSimple returns raw as a simpleSchema, or nil when it has any other
+// keyword or shape.
+func parseSimple(raw json.RawMessage) *simpleSchema {
+	var top map[string]json.RawMessage
+	if json.Unmarshal(raw, &top) != nil || top == nil {
+		return nil
+	}
+	out := &simpleSchema{props: map[string][]string{}}
+	for k, v := range top {
+		switch {
+		case annotation(k), k == "$schema", k == "$id":
+		case k == "type":
+			types, ok := simpleTypes(v)
+			if !ok || !slices.Contains(types, "object") {
+				return nil
+			}
+		case k == "required":
+			if json.Unmarshal(v, &out.required) != nil {
+				return nil
+			}
+		case k == "additionalProperties":
+			var b bool
+			if json.Unmarshal(v, &b) != nil {
+				return nil
+			}
+			out.closed = !b
+		case k == "properties":
+			var props map[string]map[string]json.RawMessage
+			if json.Unmarshal(v, &props) != nil {
+				return nil
+			}
+			for name, p := range props {
+				if p == nil {
+					return nil
+				}
+				var types []string
+				for pk, pv := range p {
+					switch {
+					case annotation(pk):
+					case pk == "type":
+						t, ok := simpleTypes(pv)
+						if !ok {
+							return nil
+						}
+						types = t
+					default:
+						return nil
+					}
+				}
+				out.props[name] = types
+			}
+		default:
+			return nil
+		}
+	}
+	return out
+}
+
+// simpleTypes reads a type keyword: one type name or an array of them.
+func simpleTypes(v json.RawMessage) ([]string, bool) {
+	var one string
+	if json.Unmarshal(v, &one) == nil {
+		return []string{one}, true
+	}
+	var many []string
+	if json.Unmarshal(v, &many) == nil && len(many) > 0 {
+		return many, true
+	}
+	return nil, false
+}
+
+// accepts reports whether args certainly match the schema.
+func (s *simpleSchema) accepts(args map[string]any) bool {
+	for _, name := range s.required {
+		if _, ok := args[name]; !ok {
+			return false
+		}
+	}
+	for k, v := range args {
+		types, declared := s.props[k]
+		if !declared {
+			if s.closed {
+				return false
+			}
+			continue
+		}
+		if types == nil {
+			types = anyType // the validator still refuses non-JSON Go values
+		}
+		ok := false
+		for _, t := range types {
+			if ok = hasType(v, t); ok {
+				break
+			}
+		}
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// anyType lists every JSON type.
+var anyType = []string{"null", "boolean", "string", "object", "array", "number"}
+
+// hasType reports whether v, a decoded JSON value, is certainly of the
+// JSON type t. Values of other Go types, and integers written with a
+// fraction or an exponent, are left to the full validator.
+func hasType(v any, t string) bool {
+	switch t {
+	case "null":
+		return v == nil
+	case "boolean":
+		_, ok := v.(bool)
+		return ok
+	case "string":
+		_, ok := v.(string)
+		return ok
+	case "object":
+		_, ok := v.(map[string]any)
+		return ok
+	case "array":
+		_, ok := v.([]any)
+		return ok
+	case "number":
+		switch x := v.(type) {
+		case json.Number:
+			return plainNumber(string(x), true)
+		case float64:
+			return !math.IsNaN(x) && !math.IsInf(x, 0)
+		case int, int64, int32:
+			return true
+		}
+	case "integer":
+		switch x := v.(type) {
+		case json.Number:
+			return plainNumber(string(x), false)
+		case int, int64, int32:
+			return true
+		}
+	}
+	return false
+}
+
+// plainNumber reports whether s is a JSON number; with frac false, one
+// with neither a fraction nor an exponent.
+func plainNumber(s string, frac bool) bool {
+	if !frac {
+		t := strings.TrimPrefix(s, "-")
+		if t == "" || (len(t) > 1 && t[0] == '0') {
+			return false
+		}
+		for i := 0; i < len(t); i++ {
+			if t[i] < '0' || t[i] > '9' {
+				return false
+			}
+		}
+		return true
+	}
+	return json.Valid([]byte(s)) && s != "" && (s[0] == '-' || s[0] >= '0' && s[0] <= '9')
 }

@@ -124,6 +124,9 @@ type insecureKey struct{}
 // allow_insecure field; without it, redirects are checked with
 // allowInsecure false.
 func WithAllowInsecure(ctx context.Context, allow bool) context.Context {
+	if allowInsecureFrom(ctx) == allow {
+		return ctx // already says so: spare the call path an allocation
+	}
 	return context.WithValue(ctx, insecureKey{}, allow)
 }
 

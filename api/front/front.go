@@ -274,6 +274,9 @@ func (h *Handler) prepare(w http.ResponseWriter, r *http.Request) (time.Duration
 	if buf.Len() == 0 {
 		return d, nil, nil
 	}
+	if args, ok := decodeArguments(buf.Bytes()); ok {
+		return d, args, nil
+	}
 	var req CallRequest
 	if err := httpx.DecodeStrict(buf.Bytes(), &req); err != nil {
 		return 0, nil, err
@@ -336,13 +339,10 @@ func writeResult(w http.ResponseWriter, v any, isError bool) {
 	buf := httpx.GetBuffer()
 	defer httpx.PutBuffer(buf)
 	buf.WriteString(`{"result":`)
-	enc := json.NewEncoder(buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
+	if err := appendJSON(buf, v, 0); err != nil {
 		httpx.WriteError(w, httpx.Errorf(utcp.CodeInternal, "encoding the result: %v", err))
 		return
 	}
-	buf.Truncate(buf.Len() - 1) // Encode's newline
 	if isError {
 		buf.WriteString(`,"is_error":true}` + "\n")
 	} else {

@@ -55,13 +55,24 @@ func WriteJSON(w http.ResponseWriter, status int, v any) {
 	WriteRaw(w, status, "application/json", buf.Bytes())
 }
 
+var (
+	jsonContentType = []string{"application/json"}
+	nosniff         = []string{"nosniff"}
+)
+
 // WriteRaw writes body with status and content type, setting
 // Content-Length.
 func WriteRaw(w http.ResponseWriter, status int, contentType string, body []byte) {
 	h := w.Header()
-	h.Set("Content-Type", contentType)
-	h.Set("Content-Length", strconv.Itoa(len(body)))
-	h.Set("X-Content-Type-Options", "nosniff")
+	// Canonical keys set directly; the constant values are shared,
+	// read-only slices (net/http only reads them), sparing allocations.
+	if contentType == "application/json" {
+		h["Content-Type"] = jsonContentType
+	} else {
+		h["Content-Type"] = []string{contentType}
+	}
+	h["Content-Length"] = []string{strconv.Itoa(len(body))}
+	h["X-Content-Type-Options"] = nosniff
 	w.WriteHeader(status)
 	_, _ = w.Write(body)
 }

@@ -77,6 +77,11 @@ type Template struct {
 	// AllowInsecure permits plain http to hosts that are not loopback, for
 	// this template's requests and their redirects. A utcpd extension.
 	AllowInsecure bool `json:"allow_insecure,omitempty"`
+
+	// plan is what every call of this template shares, computed by
+	// ParseTemplate (nil for a Template built otherwise: calls then
+	// compute it each time).
+	plan *plan
 }
 
 var validMethods = []string{"GET", "POST", "PUT", "DELETE", "PATCH"}
@@ -162,6 +167,7 @@ func ParseTemplate(raw json.RawMessage) (utcp.CallTemplate, error) {
 		return tmpl, err
 	}
 	spec.applyDefaults()
+	spec.plan = newPlan(spec)
 	return tmpl, nil
 }
 

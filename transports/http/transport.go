@@ -8,8 +8,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	nethttp "net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -104,10 +106,25 @@ func (t *Transport) DeregisterManual(ctx context.Context, tmpl *utcp.CallTemplat
 // request is a prepared HTTP request, rebuilt for each attempt.
 type request struct {
 	method string
+	// rawURL is the URL to send; url is it parsed, or nil until an error
+	// message needs it (see redacted).
+	rawURL string
 	url    *url.URL
-	header nethttp.Header
-	body   []byte // nil: no body
+	header nethttp.Header // may be the plan's: never modified
+	body   []byte         // nil: no body
 	auth   *utcp.Auth
+}
+
+// redacted is the request's URL for messages (see transports.RedactURL).
+func (r *request) redacted() string {
+	if r.url == nil {
+		u, err := url.Parse(r.rawURL)
+		if err != nil {
+			return "(unparsable URL)"
+		}
+		r.url = u
+	}
+	return transports.RedactURL(r.url)
 }
 
 func (r *request) build(ctx context.Context, t *Transport) (*nethttp.Request, error) {
@@ -115,14 +132,15 @@ func (r *request) build(ctx context.Context, t *Transport) (*nethttp.Request, er
 	if r.body != nil {
 		body = bytes.NewReader(r.body)
 	}
-	u := *r.url
-	req, err := nethttp.NewRequestWithContext(ctx, r.method, u.String(), body)
+	req, err := nethttp.NewRequestWithContext(ctx, r.method, r.rawURL, body)
 	if err != nil {
 		return nil, utcp.NewError(utcp.CodeInvalidTemplate, "http: cannot build the request: %v", err)
 	}
-	req.Header = r.header.Clone()
-	if req.Header.Get("User-Agent") == "" {
-		req.Header.Set("User-Agent", "utcpd")
+	req.Header = r.header
+	if r.auth != nil {
+		// ApplyAuth writes to the headers, which may be the plan's;
+		// a retry applies a fresh token to a fresh copy.
+		req.Header = r.header.Clone()
 	}
 	if err := transports.ApplyAuth(ctx, req, r.auth, t.tokens); err != nil {
 		return nil, err
@@ -131,17 +149,17 @@ func (r *request) build(ctx context.Context, t *Transport) (*nethttp.Request, er
 }
 
 // do sends r, retrying once with a fresh token when an oauth2-protected
-// backend answers 401. It returns the status, the content type and the
-// body read under the cap.
-func (t *Transport) do(ctx context.Context, r *request) (int, string, []byte, error) {
+// backend answers 401. It returns the status and the content type, and
+// reads the body into buf under the cap.
+func (t *Transport) do(ctx context.Context, r *request, buf *bytes.Buffer) (int, string, error) {
 	for attempt := 0; ; attempt++ {
 		req, err := r.build(ctx, t)
 		if err != nil {
-			return 0, "", nil, err
+			return 0, "", err
 		}
 		resp, err := t.client.Do(req)
 		if err != nil {
-			return 0, "", nil, t.sendError(ctx, r, err)
+			return 0, "", t.sendError(ctx, r, err)
 		}
 		if resp.StatusCode == nethttp.StatusUnauthorized && attempt == 0 && r.auth != nil && r.auth.Type == utcp.AuthOAuth2 {
 			io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
@@ -149,18 +167,44 @@ func (t *Transport) do(ctx context.Context, r *request) (int, string, []byte, er
 			t.tokens.Invalidate(r.auth)
 			continue
 		}
-		body, err := transports.ReadResponseBody(resp, t.maxResponse)
-		if err != nil {
+		if err := readBody(resp, t.maxResponse, buf); err != nil {
 			if ctx.Err() != nil {
-				return 0, "", nil, fmt.Errorf("http %s %s: %w", r.method, transports.RedactURL(r.url), ctx.Err())
+				return 0, "", fmt.Errorf("http %s %s: %w", r.method, r.redacted(), ctx.Err())
 			}
 			if errors.Is(err, transports.ErrTooLarge) {
-				return 0, "", nil, err
+				return 0, "", err
 			}
-			return 0, "", nil, &utcp.TransportError{Status: resp.StatusCode, Err: fmt.Errorf("%s %s: reading the response: %w", r.method, transports.RedactURL(r.url), err)}
+			return 0, "", &utcp.TransportError{Status: resp.StatusCode, Err: fmt.Errorf("%s %s: reading the response: %w", r.method, r.redacted(), err)}
 		}
-		return resp.StatusCode, resp.Header.Get("Content-Type"), body, nil
+		return resp.StatusCode, resp.Header.Get("Content-Type"), nil
 	}
+}
+
+// readBody reads resp.Body into buf, as transports.ReadResponseBody does
+// (the same cap and errors), and closes it.
+func readBody(resp *nethttp.Response, max int64, buf *bytes.Buffer) error {
+	defer resp.Body.Close()
+	if max <= 0 {
+		max = transports.DefaultMaxResponseBytes
+	}
+	if resp.ContentLength > max {
+		return transports.TooLarge(max)
+	}
+	if max == math.MaxInt64 {
+		max--
+	}
+	if resp.ContentLength > 0 && resp.ContentLength <= maxPooledBody {
+		// Sized up front only when small: a large declared length is
+		// read as it arrives, never allocated on the backend's word.
+		buf.Grow(int(resp.ContentLength) + bytes.MinRead)
+	}
+	if _, err := buf.ReadFrom(io.LimitReader(resp.Body, max+1)); err != nil {
+		return err
+	}
+	if int64(buf.Len()) > max {
+		return transports.TooLarge(max)
+	}
+	return nil
 }
 
 // sendError classifies an error of Client.Do: the context's own error
@@ -168,7 +212,7 @@ func (t *Transport) do(ctx context.Context, r *request) (int, string, []byte, er
 // URL is named without its query, which may hold a key.
 func (t *Transport) sendError(ctx context.Context, r *request, err error) error {
 	if ctx.Err() != nil {
-		return fmt.Errorf("http %s %s: %w", r.method, transports.RedactURL(r.url), ctx.Err())
+		return fmt.Errorf("http %s %s: %w", r.method, r.redacted(), ctx.Err())
 	}
 	var ue *url.Error
 	if errors.As(err, &ue) {
@@ -178,7 +222,7 @@ func (t *Transport) sendError(ctx context.Context, r *request, err error) error 
 	if errors.As(err, &uerr) { // a refused redirect
 		return &utcp.TransportError{Err: uerr}
 	}
-	return &utcp.TransportError{Err: fmt.Errorf("%s %s: %w", r.method, transports.RedactURL(r.url), err)}
+	return &utcp.TransportError{Err: fmt.Errorf("%s %s: %w", r.method, r.redacted(), err)}
 }
 
 // withTimeout applies the template timeout, or def when the template has
@@ -190,8 +234,10 @@ func withTimeout(ctx context.Context, spec *Template, def time.Duration) (contex
 	if _, ok := ctx.Deadline(); !ok && def > 0 {
 		return context.WithTimeout(ctx, def)
 	}
-	return context.WithCancel(ctx)
+	return ctx, noCancel
 }
+
+func noCancel() {}
 
 // CallTool sends one request for call, mapping the arguments as the
 // package documentation describes. A 2xx answer is the result: decoded
@@ -224,10 +270,13 @@ func (t *Transport) CallTool(ctx context.Context, call *utcp.Call) (*utcp.Result
 	ctx, cancel := withTimeout(ctx, spec, 0)
 	defer cancel()
 	ctx = transports.WithAllowInsecure(ctx, spec.AllowInsecure)
-	status, ctype, body, err := t.do(ctx, r)
+	buf := getBody()
+	defer putBody(buf)
+	status, ctype, err := t.do(ctx, r, buf)
 	if err != nil {
 		return nil, err
 	}
+	body := buf.Bytes() // decodeBody and excerpt copy what they keep
 	switch {
 	case status >= 200 && status <= 299:
 		return &utcp.Result{Value: decodeBody(ctype, body)}, nil
@@ -239,28 +288,27 @@ func (t *Transport) CallTool(ctx context.Context, call *utcp.Call) (*utcp.Result
 		}
 	default:
 		return nil, &utcp.TransportError{Status: status,
-			Err: fmt.Errorf("%s %s answered HTTP %d %s: %s", r.method, transports.RedactURL(r.url), status, nethttp.StatusText(status), excerpt(body))}
+			Err: fmt.Errorf("%s %s answered HTTP %d %s: %s", r.method, r.redacted(), status, nethttp.StatusText(status), excerpt(body))}
 	}
 }
 
 // prepare maps args onto a request as UTCP prescribes: header_fields
 // arguments become headers, the body_field argument the body, {name}
 // placeholders take their arguments, and the rest become query parameters.
+// What depends on the template alone comes from its plan.
 func prepare(spec *Template, auth *utcp.Auth, args map[string]any) (*request, error) {
-	rest := make(map[string]any, len(args))
-	for k, v := range args {
-		rest[k] = v
-	}
-	header := nethttp.Header{}
-	for k, v := range spec.Headers {
-		header.Set(k, v)
+	p := planOf(spec)
+	header, owned := p.header, false
+	own := func() {
+		if !owned {
+			header, owned = header.Clone(), true
+		}
 	}
 	for _, name := range spec.HeaderFields {
-		v, ok := rest[name]
+		v, ok := args[name]
 		if !ok {
 			continue
 		}
-		delete(rest, name)
 		s, ok := transports.ArgString(v)
 		if !ok {
 			continue
@@ -268,21 +316,38 @@ func prepare(spec *Template, auth *utcp.Auth, args map[string]any) (*request, er
 		if !transports.ValidHeaderValue(s) {
 			return nil, utcp.NewError(utcp.CodeInvalidArguments, "argument %q: a header value must not contain line breaks", name).WithDetail("argument", name)
 		}
+		own()
 		header.Set(name, s)
 	}
 	var body []byte
-	if v, ok := rest[spec.BodyField]; ok {
-		delete(rest, spec.BodyField)
+	if v, ok := args[spec.BodyField]; ok && !slices.Contains(spec.HeaderFields, spec.BodyField) {
 		b, err := transports.EncodeBody(spec.ContentType, v)
 		if err != nil {
 			return nil, utcp.NewError(utcp.CodeInvalidArguments, "argument %q: cannot encode the body: %v", spec.BodyField, err).WithDetail("argument", spec.BodyField)
 		}
 		body = b
 		if header.Get("Content-Type") == "" {
+			own()
 			header.Set("Content-Type", spec.ContentType)
 		}
 	}
-	raw, err := fillPlaceholders(spec.URL, rest)
+	if owned && header.Get("User-Agent") == "" {
+		header.Set("User-Agent", "utcpd")
+	}
+	r := &request{method: spec.HTTPMethod, header: header, body: body, auth: auth}
+	q := encodeQuery(p, args)
+	if p.segments == nil {
+		if p.staticErr != nil {
+			return nil, p.staticErr
+		}
+		if q == "" {
+			r.rawURL, r.url = p.staticString, p.staticURL
+		} else {
+			r.rawURL = p.prefix + q + p.suffix
+		}
+		return r, nil
+	}
+	raw, err := fillPlaceholders(p.segments, args)
 	if err != nil {
 		return nil, err
 	}
@@ -293,49 +358,76 @@ func prepare(spec *Template, auth *utcp.Auth, args map[string]any) (*request, er
 	if err := transports.CheckURL(u, spec.AllowInsecure); err != nil {
 		return nil, err
 	}
-	if q := transports.EncodeQuery(rest); q != "" {
+	if q != "" {
 		if u.RawQuery != "" {
 			u.RawQuery += "&" + q
 		} else {
 			u.RawQuery = q
 		}
 	}
-	return &request{method: spec.HTTPMethod, url: u, header: header, body: body, auth: auth}, nil
+	r.rawURL, r.url = u.String(), u
+	return r, nil
 }
 
-// fillPlaceholders replaces each {name} of raw with the argument name,
-// path-escaped before the query and query-escaped inside it, and removes
-// the argument from args.
-func fillPlaceholders(raw string, args map[string]any) (string, error) {
-	var missing []string
-	used := map[string]bool{}
-	queryAt := strings.IndexByte(raw, '?')
+// encodeQuery renders the arguments that are not consumed otherwise as a
+// query string, as transports.EncodeQuery does (sorted keys, nil values
+// left out).
+func encodeQuery(p *plan, args map[string]any) string {
+	var kb [8]string
+	keys := kb[:0]
+	for k, v := range args {
+		if v != nil && !p.consumes(k) {
+			keys = append(keys, k)
+		}
+	}
+	if len(keys) == 0 {
+		return ""
+	}
+	slices.Sort(keys)
 	var b strings.Builder
-	last := 0
-	for _, m := range placeholder.FindAllStringSubmatchIndex(raw, -1) {
-		name := raw[m[2]:m[3]]
-		v, ok := args[name]
-		s, present := transports.ArgString(v)
-		if !ok || !present {
-			missing = append(missing, name)
+	for _, k := range keys {
+		s, ok := transports.ArgString(args[k])
+		if !ok {
 			continue
 		}
-		b.WriteString(raw[last:m[0]])
-		if queryAt >= 0 && m[0] > queryAt {
+		if b.Len() > 0 {
+			b.WriteByte('&')
+		}
+		b.WriteString(url.QueryEscape(k))
+		b.WriteByte('=')
+		b.WriteString(url.QueryEscape(s))
+	}
+	return b.String()
+}
+
+// fillPlaceholders renders the URL of segments with each {name} replaced
+// by the argument name, path-escaped before the query and query-escaped
+// inside it. Every missing argument is named in the error.
+func fillPlaceholders(segments []segment, args map[string]any) (string, error) {
+	var missing []string
+	var b strings.Builder
+	for _, sg := range segments {
+		b.WriteString(sg.literal)
+		if sg.name == "" {
+			continue
+		}
+		s, ok := "", false
+		if !sg.shadowed {
+			s, ok = transports.ArgString(args[sg.name])
+		}
+		if !ok {
+			missing = append(missing, sg.name)
+			continue
+		}
+		if sg.inQuery {
 			b.WriteString(url.QueryEscape(s))
 		} else {
 			b.WriteString(url.PathEscape(s))
 		}
-		last = m[1]
-		used[name] = true
 	}
 	if len(missing) > 0 {
 		e := utcp.NewError(utcp.CodeInvalidArguments, "missing required path parameter %s", strings.Join(quoteAll(missing), ", "))
 		return "", e.WithDetail("missing", missing)
-	}
-	b.WriteString(raw[last:])
-	for name := range used {
-		delete(args, name)
 	}
 	return b.String(), nil
 }
@@ -357,6 +449,9 @@ func decodeBody(contentType string, body []byte) any {
 		return string(body)
 	}
 	if transports.IsJSONMediaType(contentType) {
+		if v, ok := transports.DecodePlainJSON(body); ok {
+			return v
+		}
 		dec := json.NewDecoder(bytes.NewReader(body))
 		dec.UseNumber()
 		var v any
@@ -423,7 +518,10 @@ func (t *Transport) RegisterManual(ctx context.Context, tmpl *utcp.CallTemplate)
 	for k, v := range spec.Headers {
 		header.Set(k, v)
 	}
-	r := &request{method: spec.HTTPMethod, url: u, header: header, auth: auth}
+	if header.Get("User-Agent") == "" {
+		header.Set("User-Agent", "utcpd")
+	}
+	r := &request{method: spec.HTTPMethod, rawURL: u.String(), url: u, header: header, auth: auth}
 	ctx, cancel := withTimeout(ctx, spec, DefaultDiscoveryTimeout)
 	defer cancel()
 	ctx = transports.WithAllowInsecure(ctx, spec.AllowInsecure)
@@ -431,7 +529,9 @@ func (t *Transport) RegisterManual(ctx context.Context, tmpl *utcp.CallTemplate)
 		return utcp.Errorf(utcp.CodeDiscoveryFailed, "http discovery of manual %q from %s: "+format,
 			append([]any{tmpl.Name, transports.RedactURL(u)}, args...)...)
 	}
-	status, ctype, body, err := t.do(ctx, r)
+	var buf bytes.Buffer // not pooled: the manual may keep slices of it
+	status, ctype, err := t.do(ctx, r, &buf)
+	body := buf.Bytes()
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, err

@@ -1,0 +1,71 @@
+package gateway
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/utcpd/utcpd/utcp"
+)
+
+// The quick check for simple inputs schemas must never change a verdict:
+// every case is validated with it and with the compiled validator alone,
+// and both must give the same outcome (the same error, code, message and
+// details). fast says whether the quick check alone accepts the case.
+func TestSimpleSchemaAgreesWithValidator(t *testing.T) {
+	const add = `{"type":"object","properties":{"a":{"type":"number","description":"x"},"b":{"type":"number"}},"required":["a","b"]}`
+	const mixed = `{"type":"object","title":"t","properties":{"s":{"type":"string"},"i":{"type":"integer"},"o":{"type":"object"},` +
+		`"l":{"type":"array"},"n":{"type":["string","null"]},"t":{"type":"boolean"},"any":{"description":"no type"}},"additionalProperties":false}`
+	cases := []struct {
+		name   string
+		schema string
+		args   map[string]any
+		fast   bool
+	}{
+		{"valid", add, map[string]any{"a": json.Number("1"), "b": json.Number("-2.5e3")}, true},
+		{"missing required", add, map[string]any{"a": json.Number("1")}, false},
+		{"wrong type", add, map[string]any{"a": "1", "b": json.Number("2")}, false},
+		{"extra allowed", add, map[string]any{"a": 1, "b": 2.5, "c": "x"}, true},
+		{"nil args", add, nil, false},
+		{"all types", mixed, map[string]any{"s": "x", "i": json.Number("12"), "o": map[string]any{"k": 1}, "l": []any{1},
+			"n": nil, "t": true, "any": []any{"x"}}, true},
+		{"closed", mixed, map[string]any{"s": "x", "extra": 1}, false},
+		{"integer with a fraction", mixed, map[string]any{"i": json.Number("1.5")}, false},
+		{"integer written 1.0", mixed, map[string]any{"i": json.Number("1.0")}, false},
+		{"integer as float64", mixed, map[string]any{"i": 3.0}, false},
+		{"not a JSON value under an untyped property", mixed, map[string]any{"any": []string{"x"}}, false},
+		{"NaN", add, map[string]any{"a": json.Number("NaN"), "b": 1}, false},
+		{"not simple: enum", `{"type":"object","properties":{"a":{"enum":["x"]}}}`, map[string]any{"a": "y"}, false},
+		{"not simple: minimum", `{"properties":{"a":{"type":"number","minimum":3}}}`, map[string]any{"a": json.Number("1")}, false},
+		{"not simple: open schema object", `{"type":"object","additionalProperties":{"type":"string"}}`, map[string]any{"a": 1}, false},
+		{"uncompilable", `{"$schema":"https://example.com/unknown","type":"object","required":["a"]}`, map[string]any{}, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			withFast := newSchema(json.RawMessage(c.schema))
+			full := newSchema(json.RawMessage(c.schema))
+			full.simpleOnce.Do(func() {}) // the compiled validator only
+			got, want := withFast.validate("m.t", c.args), full.validate("m.t", c.args)
+			if diff := cmp.Diff(describe(want), describe(got)); diff != "" {
+				t.Errorf("outcome (-validator +with quick check):\n%s", diff)
+			}
+			fast := withFast.simple != nil && withFast.simple.accepts(c.args)
+			if fast != c.fast {
+				t.Errorf("quick check accepted: %v, want %v", fast, c.fast)
+			}
+		})
+	}
+}
+
+func describe(err error) map[string]any {
+	if err == nil {
+		return nil
+	}
+	ue, ok := err.(*utcp.Error)
+	if !ok {
+		return map[string]any{"error": err.Error()}
+	}
+	b, _ := json.Marshal(ue.Details)
+	return map[string]any{"code": ue.Code, "message": ue.Message, "details": string(b)}
+}
