@@ -17,6 +17,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/utcpd/utcpd/transports/transporttest"
 )
 
 // TestServerEverythingThroughFronts runs @modelcontextprotocol/server-
@@ -42,7 +44,7 @@ func TestServerEverythingThroughFronts(t *testing.T) {
 				if err := s.g.DeregisterManual(t.Context(), manualName); err != nil {
 					t.Fatal(err)
 				}
-				waitUntil(t, 20*time.Second, "the server-everything process to go", func() bool {
+				transporttest.WaitUntil(t, 20*time.Second, "the server-everything process to go", func() bool {
 					return len(everythingChildren(t, p)) == 0
 				})
 				status, body, err := s.restCall(t.Context(), toolPrefix+"echo", map[string]any{"message": "gone"})
@@ -181,7 +183,7 @@ func mcpScenarios(t *testing.T, s *stack) {
 	if res.IsError || !strings.Contains(textOf(res), "Long running operation completed") {
 		t.Errorf("long-running operation: %+v (%s)", res, textOf(res))
 	}
-	waitUntil(t, 5*time.Second, "3 progress notifications", func() bool { return len(progress) >= 3 })
+	transporttest.WaitUntil(t, 5*time.Second, "3 progress notifications", func() bool { return len(progress) >= 3 })
 	var got []float64
 	for len(progress) > 0 {
 		n := <-progress
@@ -208,7 +210,7 @@ func restartAfterKill(t *testing.T, p peers, s *stack) {
 	// A call sent while the process is dying is in flight when it dies
 	// and fails (it may have run, so it is not repeated): wait until the
 	// supervisor has reaped the old process and started a new one.
-	waitUntil(t, 30*time.Second, "server-everything to be restarted", func() bool {
+	transporttest.WaitUntil(t, 30*time.Second, "server-everything to be restarted", func() bool {
 		now := everythingChildren(t, p)
 		return len(now) == 1 && now[0] != pids[0]
 	})

@@ -78,7 +78,7 @@ func startNode(t testing.TB, p peers, port int, env []string, args ...string) fu
 	cmd.Env = append(os.Environ(), "NODE_OPTIONS=--require "+p.preload)
 	cmd.Env = append(cmd.Env, env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	var stderr lockedBuffer
+	var stderr transporttest.SyncBuffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -306,7 +306,7 @@ func everythingChildren(t testing.TB, p peers) []int {
 		if err != nil {
 			continue
 		}
-		state, ppid := procState(pid)
+		state, ppid := transporttest.ProcState(pid)
 		if ppid != self || state == "" || state == "Z" || state == "X" {
 			continue
 		}
@@ -320,54 +320,4 @@ func everythingChildren(t testing.TB, p peers) []int {
 		}
 	}
 	return pids
-}
-
-// procState returns the state letter of pid ("" when it does not exist)
-// and its parent pid.
-func procState(pid int) (string, int) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return "", 0
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return "", 0
-	}
-	f := strings.Fields(s[i+1:])
-	if len(f) < 2 {
-		return "", 0
-	}
-	ppid, _ := strconv.Atoi(f[1])
-	return f[0], ppid
-}
-
-// waitUntil polls cond every 20 ms until it holds or d passes.
-func waitUntil(t testing.TB, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// lockedBuffer is an io.Writer safe for concurrent use.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
 }

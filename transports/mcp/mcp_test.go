@@ -508,54 +508,8 @@ func markedProcesses(t testing.TB, marker string) []int {
 	return pids
 }
 
-// procState returns the state letter of pid ("" when it does not exist)
-// and its parent pid.
-func procState(pid int) (string, int) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return "", 0
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return "", 0
-	}
-	f := strings.Fields(s[i+1:])
-	if len(f) < 2 {
-		return "", 0
-	}
-	ppid, _ := strconv.Atoi(f[1])
-	return f[0], ppid
-}
-
-func waitUntil(t testing.TB, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // logBuffer is a slog handler target safe for concurrent use.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
+type logBuffer struct{ transporttest.SyncBuffer }
 
 func (l *logBuffer) lines(substr string) []string {
 	var out []string
@@ -1020,7 +974,7 @@ func TestStdioRestartAfterKill(t *testing.T) {
 	if newPid := pidOf(t, s); newPid == pid {
 		t.Errorf("same pid after restart")
 	}
-	if st, _ := procState(pid); st != "" {
+	if st, _ := transporttest.ProcState(pid); st != "" {
 		t.Errorf("the killed server %d is still in /proc (state %s): not reaped", pid, st)
 	}
 	select {
@@ -1039,9 +993,9 @@ func TestStdioUnresponsiveRestarted(t *testing.T) {
 	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, 10*time.Second, "a restart of the stopped server", func() bool { return s.restarts.Load() >= 1 })
+	transporttest.WaitUntil(t, 10*time.Second, "a restart of the stopped server", func() bool { return s.restarts.Load() >= 1 })
 	mustCall(t, tr, tmpl, "demo.echo", map[string]any{"ok": true})
-	if st, _ := procState(pid); st != "" {
+	if st, _ := transporttest.ProcState(pid); st != "" {
 		t.Errorf("the stopped server %d is still in /proc (state %s)", pid, st)
 	}
 }
@@ -1103,7 +1057,7 @@ func TestStatelessHTTP(t *testing.T) {
 	if _, err := tr.CallTool(ctx2, &utcp.Call{Manual: "m", Name: "demo.sleep", Template: tmpl, Arguments: map[string]any{"ms": 10000}}); utcp.CodeOf(err) != utcp.CodeTimeout {
 		t.Errorf("sleep with a deadline: %v", err)
 	}
-	waitUntil(t, 3*time.Second, "the server to see the cancellation", func() bool { return f.Canceled() > 0 })
+	transporttest.WaitUntil(t, 3*time.Second, "the server to see the cancellation", func() bool { return f.Canceled() > 0 })
 }
 
 func TestConcurrentCallsShareOneProcess(t *testing.T) {
@@ -1150,7 +1104,7 @@ func TestDeregisterLeavesNoProcess(t *testing.T) {
 			}}}))
 			register(t, tr, tmpl)
 			mustCall(t, tr, tmpl, "a.echo", nil)
-			waitUntil(t, 5*time.Second, "the grandchild to start", func() bool { return len(markedProcesses(t, marker)) == 3 })
+			transporttest.WaitUntil(t, 5*time.Second, "the grandchild to start", func() bool { return len(markedProcesses(t, marker)) == 3 })
 			pids := markedProcesses(t, marker)
 			start := time.Now()
 			if how == "close" {
@@ -1163,8 +1117,8 @@ func TestDeregisterLeavesNoProcess(t *testing.T) {
 				t.Errorf("processes left after %s: %v", how, left)
 			}
 			for _, pid := range pids {
-				waitUntil(t, 5*time.Second, fmt.Sprintf("process %d to be gone", pid), func() bool {
-					st, ppid := procState(pid)
+				transporttest.WaitUntil(t, 5*time.Second, fmt.Sprintf("process %d to be gone", pid), func() bool {
+					st, ppid := transporttest.ProcState(pid)
 					if st == "Z" && ppid == os.Getpid() {
 						t.Fatalf("process %d is our unreaped zombie", pid)
 					}
@@ -1287,7 +1241,7 @@ func TestHTTPSessionExpiry(t *testing.T) {
 				t.Errorf("the backend ran %d calls, want 2 (the refused one is retried, never run twice)", n)
 			}
 			s := serverOf(t, tr, tmpl, "demo")
-			waitUntil(t, 5*time.Second, "the session count", func() bool { return s.restarts.Load() == 1 })
+			transporttest.WaitUntil(t, 5*time.Second, "the session count", func() bool { return s.restarts.Load() == 1 })
 		})
 	}
 }
@@ -1403,7 +1357,7 @@ func peerHTTP(t testing.TB, node, script, mode string, port int) (string, int, f
 	}
 	t.Cleanup(stop)
 	addr := "127.0.0.1:" + strconv.Itoa(port)
-	waitUntil(t, 20*time.Second, "server-everything to listen on "+addr, func() bool {
+	transporttest.WaitUntil(t, 20*time.Second, "server-everything to listen on "+addr, func() bool {
 		c, err := net.Dial("tcp", addr)
 		if err == nil {
 			c.Close()

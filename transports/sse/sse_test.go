@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"runtime"
 	"strconv"
 	"strings"
@@ -42,36 +41,11 @@ func callOf(ct *utcp.CallTemplate, args map[string]any) *utcp.Call {
 	return &utcp.Call{Tool: "m.t", Manual: "m", Name: "t", Template: ct, Arguments: args}
 }
 
-// serve starts a test server running h.
-func serve(t testing.TB, h http.HandlerFunc) string {
-	t.Helper()
-	srv := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
-	return srv.URL
-}
-
 // rawStream answers every request with body as a text/event-stream.
 func rawStream(body string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")
 		_, _ = io.WriteString(w, body)
-	}
-}
-
-// collect reads a whole stream.
-func collect(t testing.TB, st transports.Stream) ([]utcp.Event, error) {
-	t.Helper()
-	defer st.Close()
-	var out []utcp.Event
-	for {
-		ev, err := st.Recv()
-		if errors.Is(err, io.EOF) {
-			return out, nil
-		}
-		if err != nil {
-			return out, err
-		}
-		out = append(out, *ev)
 	}
 }
 
@@ -170,7 +144,7 @@ func TestParsingTable(t *testing.T) {
 	tr := newTransport(t, nil)
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			fields := map[string]any{"url": serve(t, rawStream(c.body))}
+			fields := map[string]any{"url": transporttest.Serve(t, rawStream(c.body))}
 			for k, v := range c.fields {
 				fields[k] = v
 			}
@@ -181,7 +155,7 @@ func TestParsingTable(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, err := collect(t, st)
+			got, err := transporttest.Collect(t, st)
 			if err != nil {
 				t.Fatalf("stream: %v", err)
 			}
@@ -208,7 +182,7 @@ func TestParsingTable(t *testing.T) {
 // every field and line end arrives split across reads.
 func TestSplitReads(t *testing.T) {
 	body := "\xEF\xBB\xBFevent: e\r\nid: 1\r\ndata: {\"a\":\r\ndata: 1}\r\n\r\n: c\rdata: x\r\r"
-	url := serve(t, func(w http.ResponseWriter, r *http.Request) {
+	url := transporttest.Serve(t, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")
 		rc := http.NewResponseController(w)
 		for i := range len(body) {
@@ -262,7 +236,7 @@ func (d *dropper) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 func TestReconnectWithLastEventID(t *testing.T) {
 	d := &dropper{upTo: 3, total: 6, retryMS: 20, lastIDs: make(chan string, 10)}
-	url := serve(t, d.ServeHTTP)
+	url := transporttest.Serve(t, d.ServeHTTP)
 	tr := newTransport(t, nil)
 	// retry_timeout is long: only the server's retry field makes this quick.
 	ct := tmpl(t, map[string]any{"url": url, "reconnect": true, "retry_timeout": 60000})
@@ -273,7 +247,7 @@ func TestReconnectWithLastEventID(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := collect(t, st)
+	got, err := transporttest.Collect(t, st)
 	if err != nil {
 		t.Fatalf("stream: %v", err)
 	}
@@ -301,7 +275,7 @@ func TestReconnectWithLastEventID(t *testing.T) {
 
 func TestReconnectGivesUp(t *testing.T) {
 	d := &dropper{total: 100, dropAlways: true}
-	url := serve(t, d.ServeHTTP)
+	url := transporttest.Serve(t, d.ServeHTTP)
 	tr := newTransport(t, map[string]any{"max_reconnects": 2})
 	ct := tmpl(t, map[string]any{"url": url, "reconnect": true, "retry_timeout": 5})
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
@@ -320,7 +294,7 @@ func TestReconnectGivesUp(t *testing.T) {
 
 func TestReconnectNoTimeLeft(t *testing.T) {
 	d := &dropper{upTo: 1, total: 5}
-	url := serve(t, d.ServeHTTP)
+	url := transporttest.Serve(t, d.ServeHTTP)
 	tr := newTransport(t, nil)
 	ct := tmpl(t, map[string]any{"url": url, "reconnect": true, "retry_timeout": 60000, "timeout": 2000})
 	start := time.Now()
@@ -335,7 +309,7 @@ func TestReconnectNoTimeLeft(t *testing.T) {
 
 func TestMidStreamDisconnectIsError(t *testing.T) {
 	d := &dropper{upTo: 2, total: 10}
-	url := serve(t, d.ServeHTTP)
+	url := transporttest.Serve(t, d.ServeHTTP)
 	tr := newTransport(t, nil)
 	ct := tmpl(t, map[string]any{"url": url}) // no reconnect
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
@@ -345,7 +319,7 @@ func TestMidStreamDisconnectIsError(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := collect(t, st)
+	got, err := transporttest.Collect(t, st)
 	if len(got) != 2 {
 		t.Errorf("got %d events before the drop, want 2", len(got))
 	}
@@ -385,7 +359,7 @@ func endless(gone *atomic.Int32) http.HandlerFunc {
 
 func TestEndlessStreamCutAtTimeout(t *testing.T) {
 	var gone atomic.Int32
-	url := serve(t, endless(&gone))
+	url := transporttest.Serve(t, endless(&gone))
 	tr := newTransport(t, nil)
 
 	t.Run("template timeout", func(t *testing.T) {
@@ -434,20 +408,20 @@ func TestEndlessStreamCutAtTimeout(t *testing.T) {
 
 func TestOversizedEvent(t *testing.T) {
 	t.Run("data lines over the cap", func(t *testing.T) {
-		url := serve(t, rawStream("data: small\n\ndata: "+strings.Repeat("x", 600)+"\ndata: "+strings.Repeat("y", 600)+"\n\n"))
+		url := transporttest.Serve(t, rawStream("data: small\n\ndata: "+strings.Repeat("x", 600)+"\ndata: "+strings.Repeat("y", 600)+"\n\n"))
 		tr := newTransport(t, map[string]any{"max_event_bytes": 1024})
 		st, err := tr.CallToolStream(t.Context(), callOf(tmpl(t, map[string]any{"url": url}), nil))
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := collect(t, st)
+		got, err := transporttest.Collect(t, st)
 		if len(got) != 1 || !errors.Is(err, transports.ErrTooLarge) || utcp.CodeOf(err) != utcp.CodePayloadTooLarge {
 			t.Fatalf("got %d events, err %v; want 1 event, then payload_too_large", len(got), err)
 		}
 	})
 	t.Run("endless line", func(t *testing.T) {
 		var written atomic.Int64
-		url := serve(t, func(w http.ResponseWriter, r *http.Request) {
+		url := transporttest.Serve(t, func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "text/event-stream")
 			chunk := []byte(strings.Repeat("z", 32<<10))
 			_, _ = io.WriteString(w, "data: ")
@@ -469,7 +443,7 @@ func TestOversizedEvent(t *testing.T) {
 	})
 	t.Run("default cap is 16 MiB", func(t *testing.T) {
 		big := strings.Repeat("b", 17<<20)
-		url := serve(t, rawStream("data: "+big+"\n\n"))
+		url := transporttest.Serve(t, rawStream("data: "+big+"\n\n"))
 		tr := newTransport(t, nil)
 		_, err := tr.CallTool(t.Context(), callOf(tmpl(t, map[string]any{"url": url}), nil))
 		if utcp.CodeOf(err) != utcp.CodePayloadTooLarge {
@@ -483,7 +457,7 @@ func TestCollectedCap(t *testing.T) {
 	for range 100 {
 		b.WriteString("data: " + strings.Repeat("d", 100) + "\n\n")
 	}
-	url := serve(t, rawStream(b.String()))
+	url := transporttest.Serve(t, rawStream(b.String()))
 	tr := newTransport(t, map[string]any{"max_response_bytes": 5000})
 	_, err := tr.CallTool(t.Context(), callOf(tmpl(t, map[string]any{"url": url}), nil))
 	if utcp.CodeOf(err) != utcp.CodePayloadTooLarge {
@@ -503,7 +477,7 @@ func TestSlowConsumerBoundedHeap(t *testing.T) {
 	const events = total / eventSize
 	var sent atomic.Int64
 	payload := strings.Repeat("p", eventSize)
-	url := serve(t, func(w http.ResponseWriter, r *http.Request) {
+	url := transporttest.Serve(t, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")
 		bw := bufio.NewWriterSize(w, 128<<10)
 		for i := range events {
@@ -569,7 +543,7 @@ func TestUnknownToolIs404ToolError(t *testing.T) {
 }
 
 func TestPlainAnswer(t *testing.T) {
-	url := serve(t, func(w http.ResponseWriter, r *http.Request) {
+	url := transporttest.Serve(t, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = io.WriteString(w, `{"ok":true}`)
 	})
@@ -586,14 +560,14 @@ func TestPlainAnswer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := collect(t, st)
+	got, err := transporttest.Collect(t, st)
 	if err != nil || len(got) != 1 {
 		t.Fatalf("stream: %v events, err %v; want one event", got, err)
 	}
 }
 
 func TestNoContentIsEmptyStream(t *testing.T) {
-	url := serve(t, func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) })
+	url := transporttest.Serve(t, func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) })
 	tr := newTransport(t, nil)
 	res, err := tr.CallTool(t.Context(), callOf(tmpl(t, map[string]any{"url": url}), nil))
 	if err != nil {
@@ -605,7 +579,7 @@ func TestNoContentIsEmptyStream(t *testing.T) {
 }
 
 func TestServerErrors(t *testing.T) {
-	url := serve(t, func(w http.ResponseWriter, r *http.Request) {
+	url := transporttest.Serve(t, func(w http.ResponseWriter, r *http.Request) {
 		status, _ := strconv.Atoi(r.URL.Query().Get("status"))
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(status)
@@ -630,7 +604,7 @@ func TestRequestMapping(t *testing.T) {
 		method, path, query, header, body, accept string
 	}
 	ch := make(chan seen, 1)
-	url := serve(t, func(w http.ResponseWriter, r *http.Request) {
+	url := transporttest.Serve(t, func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
 		ch <- seen{r.Method, r.URL.EscapedPath(), r.URL.RawQuery, r.Header.Get("X-Trace"), string(b), r.Header.Get("Accept")}
 		w.Header().Set("Content-Type", "text/event-stream")
@@ -706,11 +680,11 @@ func TestDiscovery(t *testing.T) {
 	if len(m.Tools) != len(fixture.Tools()) {
 		t.Errorf("%d tools, want %d", len(m.Tools), len(fixture.Tools()))
 	}
-	notManual := serve(t, func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, `{"hello":"world"}`) })
+	notManual := transporttest.Serve(t, func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, `{"hello":"world"}`) })
 	if _, err := tr.RegisterManual(t.Context(), tmpl(t, map[string]any{"url": notManual})); utcp.CodeOf(err) != utcp.CodeDiscoveryFailed {
 		t.Errorf("not a manual: err = %v, want discovery_failed", err)
 	}
-	missing := serve(t, http.NotFound)
+	missing := transporttest.Serve(t, http.NotFound)
 	if _, err := tr.RegisterManual(t.Context(), tmpl(t, map[string]any{"url": missing})); utcp.CodeOf(err) != utcp.CodeDiscoveryFailed {
 		t.Errorf("404: err = %v, want discovery_failed", err)
 	}
@@ -742,7 +716,7 @@ func TestResumeFromDemoServer(t *testing.T) {
 
 func TestCloseEndsOpenStreams(t *testing.T) {
 	var gone atomic.Int32
-	url := serve(t, endless(&gone))
+	url := transporttest.Serve(t, endless(&gone))
 	tr, err := sse.New(transports.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -782,76 +756,41 @@ func BenchmarkCount(b *testing.B) {
 	for i := 1; i <= n; i++ {
 		bodyBytes += int64(len(fmt.Sprintf("id: %d\ndata: %d\n\n", i, i)))
 	}
-	report := func(b *testing.B, start time.Time, firsts time.Duration) {
-		el := time.Since(start)
-		b.ReportMetric(float64(n*b.N)/el.Seconds(), "events/s")
-		b.ReportMetric(float64(firsts.Nanoseconds())/float64(b.N), "ns/first-event")
-	}
 	b.Run("transport", func(b *testing.B) {
 		tr := newTransport(b, nil)
 		ct := tmpl(b, map[string]any{"url": base + "/tools/count"})
-		b.SetBytes(bodyBytes)
-		b.ReportAllocs()
-		var firsts time.Duration
-		start := time.Now()
-		for b.Loop() {
-			t0 := time.Now()
+		transporttest.BenchEvents(b, n, bodyBytes, func(t0 time.Time) (int, time.Duration) {
 			st, err := tr.CallToolStream(b.Context(), callOf(ct, map[string]any{"n": n}))
 			if err != nil {
 				b.Fatal(err)
 			}
-			got := 0
-			for {
-				_, err := st.Recv()
-				if err != nil {
-					if !errors.Is(err, io.EOF) {
-						b.Fatal(err)
-					}
-					break
-				}
-				if got == 0 {
-					firsts += time.Since(t0)
-				}
-				got++
-			}
-			st.Close()
-			if got != n {
-				b.Fatalf("%d events", got)
-			}
-		}
-		report(b, start, firsts)
+			return transporttest.Drain(b, st, t0)
+		})
 	})
 	b.Run("direct", func(b *testing.B) {
 		client := &http.Client{}
 		defer client.CloseIdleConnections()
-		b.SetBytes(bodyBytes)
-		b.ReportAllocs()
-		var firsts time.Duration
-		start := time.Now()
-		for b.Loop() {
-			t0 := time.Now()
+		transporttest.BenchEvents(b, n, bodyBytes, func(t0 time.Time) (int, time.Duration) {
 			req, _ := http.NewRequestWithContext(b.Context(), http.MethodGet, url, nil)
 			req.Header.Set("Accept", "text/event-stream")
 			resp, err := client.Do(req)
 			if err != nil {
 				b.Fatal(err)
 			}
+			defer resp.Body.Close()
 			sc := bufio.NewScanner(resp.Body)
 			got := 0
+			var first time.Duration
 			for sc.Scan() {
 				if strings.HasPrefix(sc.Text(), "data:") {
 					if got == 0 {
-						firsts += time.Since(t0)
+						first = time.Since(t0)
 					}
 					got++
 				}
 			}
-			resp.Body.Close()
-			if got != n {
-				b.Fatalf("%d events", got)
-			}
-		}
-		report(b, start, firsts)
+			return got, first
+		})
 	})
 }
 

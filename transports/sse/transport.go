@@ -7,9 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"net/url"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/utcpd/utcpd/transports"
@@ -70,14 +67,9 @@ type Config struct {
 // Transport is the sse transport. It keeps no per-manual state. It is safe
 // for concurrent use.
 type Transport struct {
-	client *http.Client
-	tokens transports.TokenSource
-	cfg    Config
-	log    *slog.Logger
-
-	ctx    context.Context // cancelled by Close: ends every open stream
-	cancel context.CancelCauseFunc
-	closed atomic.Bool
+	base transports.HTTPBase // client, tokens; its context ends at Close, ending every open stream
+	cfg  Config
+	log  *slog.Logger
 }
 
 // New returns an sse Transport configured by opts.Config (a Config, may be
@@ -101,12 +93,8 @@ func New(opts transports.Options) (*Transport, error) {
 	if cfg.MaxReconnects == 0 {
 		cfg.MaxReconnects = DefaultMaxReconnects
 	}
-	client := transports.NewHTTPClient(transports.ClientOptions{MaxIdleConnsPerHost: cfg.MaxIdleConnsPerHost})
-	t := &Transport{client: client, tokens: opts.Tokens, cfg: cfg, log: log}
-	if t.tokens == nil {
-		t.tokens = transports.NewTokenCache(client)
-	}
-	t.ctx, t.cancel = context.WithCancelCause(context.Background())
+	t := &Transport{cfg: cfg, log: log}
+	t.base.Init(cfg.MaxIdleConnsPerHost, opts.Tokens)
 	return t, nil
 }
 
@@ -120,11 +108,7 @@ var (
 // Close ends every open stream, closes the idle pooled connections and
 // refuses later calls with code unavailable. It is idempotent.
 func (t *Transport) Close() error {
-	if t.closed.Swap(true) {
-		return nil
-	}
-	t.cancel(errClosed)
-	t.client.CloseIdleConnections()
+	t.base.Shutdown(errClosed)
 	return nil
 }
 
@@ -144,25 +128,17 @@ func (t *Transport) DeregisterManual(ctx context.Context, tmpl *utcp.CallTemplat
 // else DefaultDiscoveryTimeout when ctx has no deadline) returns the
 // context's error.
 func (t *Transport) RegisterManual(ctx context.Context, tmpl *utcp.CallTemplate) (*utcp.Manual, error) {
-	if t.closed.Load() {
+	if t.base.Closed() {
 		return nil, errClosed
 	}
 	spec, auth, err := specOf(tmpl)
 	if err != nil {
 		return nil, err
 	}
-	u, err := url.Parse(spec.URL)
+	u, header, err := transports.ManualTarget("sse", spec.URL, spec.Headers, spec.AllowInsecure)
 	if err != nil {
-		return nil, utcp.NewError(utcp.CodeInvalidTemplate, "sse: url: %v", err)
-	}
-	if err := transports.CheckURL(u, spec.AllowInsecure); err != nil {
 		return nil, err
 	}
-	header := http.Header{}
-	for k, v := range spec.Headers {
-		header.Set(k, v)
-	}
-	header.Set("Accept", "application/json, application/yaml;q=0.9, */*;q=0.5")
 	var cancel context.CancelFunc
 	if d := spec.timeout(); d > 0 {
 		ctx, cancel = context.WithTimeout(ctx, d)
@@ -173,7 +149,7 @@ func (t *Transport) RegisterManual(ctx context.Context, tmpl *utcp.CallTemplate)
 	}
 	defer cancel()
 	ctx = transports.WithAllowInsecure(ctx, spec.AllowInsecure)
-	return transports.FetchManual(ctx, t.client, t.tokens, t.log, transports.ManualFetch{
+	return transports.FetchManual(ctx, t.base.Client, t.base.Tokens, t.log, transports.ManualFetch{
 		Type: "sse", Manual: tmpl.Name, Method: http.MethodGet, URL: u, Header: header, Auth: auth, MaxBytes: t.cfg.MaxResponseBytes,
 	})
 }
@@ -193,22 +169,7 @@ func (t *Transport) CallTool(ctx context.Context, call *utcp.Call) (*utcp.Result
 	if s.plain {
 		return &utcp.Result{Value: s.single.Data}, nil
 	}
-	list := []any{}
-	var total int64
-	for {
-		ev, err := s.Recv()
-		if errors.Is(err, io.EOF) {
-			return &utcp.Result{Value: list}, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-		total += int64(s.lastBytes)
-		if total > t.cfg.MaxResponseBytes {
-			return nil, transports.TooLarge(t.cfg.MaxResponseBytes)
-		}
-		list = append(list, ev.Data)
-	}
+	return s.Collect(s.Recv, t.cfg.MaxResponseBytes)
 }
 
 // CallToolStream sends the request for call and returns the event stream
@@ -223,7 +184,7 @@ func (t *Transport) CallToolStream(ctx context.Context, call *utcp.Call) (transp
 }
 
 func (t *Transport) open(ctx context.Context, call *utcp.Call) (*stream, error) {
-	if t.closed.Load() {
+	if t.base.Closed() {
 		return nil, errClosed
 	}
 	if call == nil {
@@ -244,27 +205,20 @@ func (t *Transport) open(ctx context.Context, call *utcp.Call) (*stream, error) 
 		method = http.MethodPost
 	}
 	s := &stream{t: t, spec: spec, auth: auth, method: method, req: mr}
-	var cctx context.Context
-	cctx, s.cancel = context.WithCancelCause(ctx)
-	s.ctx, s.cancelTimeout = cctx, func() {}
-	if d := spec.timeout(); d > 0 {
-		s.ctx, s.cancelTimeout = context.WithTimeout(cctx, d)
-	}
-	s.stopAfter = context.AfterFunc(t.ctx, func() { s.cancel(errClosed) })
-	s.ctx = transports.WithAllowInsecure(s.ctx, spec.AllowInsecure)
-	resp, err := transports.SendMapped(s.ctx, t.client, t.tokens, method, mr, auth)
+	s.Start(ctx, t.base.Ctx, spec.timeout(), spec.AllowInsecure, errClosed, errStreamClosed)
+	resp, err := transports.SendMapped(s.Ctx, t.base.Client, t.base.Tokens, method, mr, auth)
 	if err == nil {
 		if err = s.accept(resp, true); errors.Is(err, errCleanEnd) {
 			err = nil // 204: an empty stream
 		}
 	}
 	if err != nil {
-		if s.ctx.Err() != nil {
+		if s.Ctx.Err() != nil {
 			err = s.ctxErr()
 		}
-		s.mu.Lock()
-		s.finish(err)
-		s.mu.Unlock()
+		s.Mu.Lock()
+		s.Finish(err)
+		s.Mu.Unlock()
 		return nil, err
 	}
 	return s, nil
@@ -278,20 +232,12 @@ type stream struct {
 	method string
 	req    *transports.MappedRequest
 
-	ctx           context.Context
-	cancel        context.CancelCauseFunc
-	cancelTimeout context.CancelFunc
-	stopAfter     func() bool
+	transports.HTTPCall // context, body, sticky error; Close
 
-	mu        sync.Mutex // held by Recv; Close takes it after cancelling
-	body      io.ReadCloser
-	rd        *transports.SSEReader
-	plain     bool        // the answer was not an event stream
-	single    *utcp.Event // the one event of a plain answer, until delivered
-	attempts  int         // reconnection attempts since the last event
-	lastBytes int         // data size of the last event Recv returned
-	err       error       // sticky: io.EOF or what ended the stream
-	closeOnce sync.Once
+	rd       *transports.SSEReader
+	plain    bool        // the answer was not an event stream
+	single   *utcp.Event // the one event of a plain answer, until delivered
+	attempts int         // reconnection attempts since the last event
 }
 
 // errCleanEnd is returned by reconnect when the server answered 204.
@@ -310,7 +256,7 @@ func (s *stream) accept(resp *http.Response, first bool) error {
 		resp.Body.Close()
 		return transports.HTTPStatusError(s.method, s.req.URL, resp.StatusCode, ctype, body)
 	case transports.MediaType(ctype) == "text/event-stream":
-		s.body = resp.Body
+		s.Body = resp.Body
 		if s.rd == nil {
 			s.rd = transports.NewSSEReader(resp.Body, s.t.cfg.MaxEventBytes)
 		} else {
@@ -337,7 +283,7 @@ func (s *stream) accept(resp *http.Response, first bool) error {
 // ctxErr is the error for a stream whose context ended: the stream's or
 // the transport's closing, or the caller's context error.
 func (s *stream) ctxErr() error {
-	cause := context.Cause(s.ctx)
+	cause := context.Cause(s.Ctx)
 	if errors.Is(cause, errStreamClosed) || errors.Is(cause, errClosed) {
 		return cause
 	}
@@ -347,10 +293,10 @@ func (s *stream) ctxErr() error {
 // Recv returns the next event, io.EOF after the last one, or the error
 // that ended the stream.
 func (s *stream) Recv() (*utcp.Event, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.err != nil {
-		return nil, s.err
+	s.Mu.Lock()
+	defer s.Mu.Unlock()
+	if s.Err != nil {
+		return nil, s.Err
 	}
 	if s.single != nil {
 		ev := s.single
@@ -358,7 +304,7 @@ func (s *stream) Recv() (*utcp.Event, error) {
 		return ev, nil
 	}
 	if s.rd == nil { // a plain answer already delivered, or a 204
-		return nil, s.finish(io.EOF)
+		return nil, s.Finish(io.EOF)
 	}
 	for {
 		ev, err := s.rd.Next()
@@ -367,26 +313,26 @@ func (s *stream) Recv() (*utcp.Event, error) {
 				continue
 			}
 			s.attempts = 0
-			s.lastBytes = len(ev.Data)
+			s.LastBytes = len(ev.Data)
 			return toEvent(ev), nil
 		}
 		switch {
 		case errors.Is(err, io.EOF):
-			return nil, s.finish(io.EOF)
-		case s.ctx.Err() != nil:
-			return nil, s.finish(s.ctxErr())
+			return nil, s.Finish(io.EOF)
+		case s.Ctx.Err() != nil:
+			return nil, s.Finish(s.ctxErr())
 		case errors.Is(err, transports.ErrTooLarge):
-			return nil, s.finish(err)
+			return nil, s.Finish(err)
 		}
 		drop := error(&utcp.TransportError{Err: fmt.Errorf("sse %s: the connection broke before the stream ended: %w", transports.RedactURL(s.req.URL), err)})
 		if !s.spec.reconnect() {
-			return nil, s.finish(drop)
+			return nil, s.Finish(drop)
 		}
 		if err := s.reconnect(drop); err != nil {
 			if errors.Is(err, errCleanEnd) {
-				return nil, s.finish(io.EOF)
+				return nil, s.Finish(io.EOF)
 			}
-			return nil, s.finish(err)
+			return nil, s.Finish(err)
 		}
 	}
 }
@@ -413,8 +359,8 @@ func toEvent(ev transports.SSEEvent) *utcp.Event {
 // until a new event stream is open, the attempts run out or the context
 // ends. It returns errCleanEnd when the server answered 204.
 func (s *stream) reconnect(drop error) error {
-	s.body.Close()
-	s.body = nil
+	s.Body.Close()
+	s.Body = nil
 	last := drop
 	for {
 		s.attempts++
@@ -430,13 +376,13 @@ func (s *stream) reconnect(drop error) error {
 			delay *= 2
 		}
 		delay = min(delay, max(base, maxBackoff))
-		if dl, ok := s.ctx.Deadline(); ok && time.Until(dl) < delay {
+		if dl, ok := s.Ctx.Deadline(); ok && time.Until(dl) < delay {
 			return fmt.Errorf("%w (no time left before the deadline to reconnect after %v)", last, delay)
 		}
 		timer := time.NewTimer(delay)
 		select {
 		case <-timer.C:
-		case <-s.ctx.Done():
+		case <-s.Ctx.Done():
 			timer.Stop()
 			return s.ctxErr()
 		}
@@ -446,9 +392,9 @@ func (s *stream) reconnect(drop error) error {
 			req.Header.Set("Last-Event-ID", id)
 		}
 		s.t.log.Debug("sse: reconnecting", "url", transports.RedactURL(s.req.URL), "attempt", s.attempts, "last_event_id", s.rd.LastEventID())
-		resp, err := transports.SendMapped(s.ctx, s.t.client, s.t.tokens, s.method, &req, s.auth)
+		resp, err := transports.SendMapped(s.Ctx, s.t.base.Client, s.t.base.Tokens, s.method, &req, s.auth)
 		if err != nil {
-			if s.ctx.Err() != nil {
+			if s.Ctx.Err() != nil {
 				return s.ctxErr()
 			}
 			last = err
@@ -462,30 +408,4 @@ func (s *stream) reconnect(drop error) error {
 		}
 		return err
 	}
-}
-
-// finish ends the stream with err (kept for later Recv calls) and
-// releases its connection and contexts. s.mu must be held.
-func (s *stream) finish(err error) error {
-	if s.err == nil {
-		s.err = err
-	}
-	if s.body != nil {
-		s.body.Close()
-		s.body = nil
-	}
-	s.stopAfter()
-	s.cancelTimeout()
-	s.cancel(errStreamClosed)
-	return s.err
-}
-
-// Close ends the stream if it is still open and releases its connection;
-// the server sees the connection close. It is idempotent.
-func (s *stream) Close() error {
-	s.closeOnce.Do(func() { s.cancel(errStreamClosed) })
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.finish(errStreamClosed)
-	return nil
 }

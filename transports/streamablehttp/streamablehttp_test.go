@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -41,13 +40,6 @@ func callOf(ct *utcp.CallTemplate, args map[string]any) *utcp.Call {
 	return &utcp.Call{Tool: "m.t", Manual: "m", Name: "t", Template: ct, Arguments: args}
 }
 
-func serve(t testing.TB, h http.HandlerFunc) string {
-	t.Helper()
-	srv := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
-	return srv.URL
-}
-
 // answer serves body with contentType, written in pieces of piece bytes
 // (all at once when piece is 0), flushing after each.
 func answer(contentType, body string, piece int) http.HandlerFunc {
@@ -67,22 +59,6 @@ func answer(contentType, body string, piece int) http.HandlerFunc {
 	}
 }
 
-func collect(t testing.TB, st transports.Stream) ([]utcp.Event, error) {
-	t.Helper()
-	defer st.Close()
-	var out []utcp.Event
-	for {
-		ev, err := st.Recv()
-		if errors.Is(err, io.EOF) {
-			return out, nil
-		}
-		if err != nil {
-			return out, err
-		}
-		out = append(out, *ev)
-	}
-}
-
 func stream(t testing.TB, tr *streamablehttp.Transport, ct *utcp.CallTemplate, args map[string]any) []utcp.Event {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
@@ -91,7 +67,7 @@ func stream(t testing.TB, tr *streamablehttp.Transport, ct *utcp.CallTemplate, a
 	if err != nil {
 		t.Fatalf("CallToolStream: %v", err)
 	}
-	evs, err := collect(t, st)
+	evs, err := transporttest.Collect(t, st)
 	if err != nil {
 		t.Fatalf("stream: %v", err)
 	}
@@ -115,7 +91,7 @@ func TestNDJSON(t *testing.T) {
 	for _, ct := range []string{"application/x-ndjson", "application/jsonl", "application/json-lines", "application/x-ndjson; charset=utf-8"} {
 		t.Run(ct, func(t *testing.T) {
 			tr := newTransport(t, nil)
-			tm := tmpl(t, map[string]any{"url": serve(t, answer(ct, body, 3))})
+			tm := tmpl(t, map[string]any{"url": transporttest.Serve(t, answer(ct, body, 3))})
 			var got []any
 			for _, ev := range stream(t, tr, tm, nil) {
 				got = append(got, ev.Data)
@@ -133,7 +109,7 @@ func TestNDJSON(t *testing.T) {
 func TestSSE(t *testing.T) {
 	body := ": hi\nevent: tick\nid: 1\ndata: {\"n\":1}\n\ndata: two\ndata: lines\n\n"
 	tr := newTransport(t, nil)
-	tm := tmpl(t, map[string]any{"url": serve(t, answer("text/event-stream", body, 5))})
+	tm := tmpl(t, map[string]any{"url": transporttest.Serve(t, answer("text/event-stream", body, 5))})
 	want := []utcp.Event{{Type: "tick", ID: "1", Data: map[string]any{"n": num("1")}}, {ID: "1", Data: "two\nlines"}}
 	if diff := cmp.Diff(want, stream(t, tr, tm, nil)); diff != "" {
 		t.Errorf("stream (-want +got):\n%s", diff)
@@ -147,7 +123,7 @@ func TestJSONWholeBody(t *testing.T) {
 	body := `{"big": [1, 2, 3], "nested": {"k": "v"}}`
 	tr := newTransport(t, nil)
 	for _, ct := range []string{"application/json", "application/problem+json"} {
-		tm := tmpl(t, map[string]any{"url": serve(t, answer(ct, body, 4))})
+		tm := tmpl(t, map[string]any{"url": transporttest.Serve(t, answer(ct, body, 4))})
 		want := map[string]any{"big": []any{num("1"), num("2"), num("3")}, "nested": map[string]any{"k": "v"}}
 		evs := stream(t, tr, tm, nil)
 		if len(evs) != 1 {
@@ -161,7 +137,7 @@ func TestJSONWholeBody(t *testing.T) {
 		}
 	}
 	// An empty JSON body is nil.
-	tm := tmpl(t, map[string]any{"url": serve(t, answer("application/json", "", 0))})
+	tm := tmpl(t, map[string]any{"url": transporttest.Serve(t, answer("application/json", "", 0))})
 	if v := callValue(t, tr, tm, nil); v != nil {
 		t.Errorf("empty body: %v, want nil", v)
 	}
@@ -172,7 +148,7 @@ func TestRawChunks(t *testing.T) {
 	t.Run("chunk_size bounds every chunk", func(t *testing.T) {
 		for _, piece := range []int{0, 300, 5000} {
 			tr := newTransport(t, nil)
-			tm := tmpl(t, map[string]any{"url": serve(t, answer("application/octet-stream", text, piece)), "chunk_size": 1000})
+			tm := tmpl(t, map[string]any{"url": transporttest.Serve(t, answer("application/octet-stream", text, piece)), "chunk_size": 1000})
 			var joined strings.Builder
 			evs := stream(t, tr, tm, nil)
 			for _, ev := range evs {
@@ -195,7 +171,7 @@ func TestRawChunks(t *testing.T) {
 	})
 	t.Run("the default chunk_size is 4096", func(t *testing.T) {
 		tr := newTransport(t, nil)
-		tm := tmpl(t, map[string]any{"url": serve(t, answer("application/octet-stream", text, 0))})
+		tm := tmpl(t, map[string]any{"url": transporttest.Serve(t, answer("application/octet-stream", text, 0))})
 		for _, ev := range stream(t, tr, tm, nil) {
 			if n := len(ev.Data.(string)); n > 4096 {
 				t.Errorf("chunk of %d bytes", n)
@@ -206,7 +182,7 @@ func TestRawChunks(t *testing.T) {
 		multi := strings.Repeat("é世🌍a", 500)
 		tr := newTransport(t, nil)
 		for _, size := range []int{4, 5, 7, 1000} {
-			tm := tmpl(t, map[string]any{"url": serve(t, answer("text/plain; charset=utf-8", multi, 3)), "chunk_size": size})
+			tm := tmpl(t, map[string]any{"url": transporttest.Serve(t, answer("text/plain; charset=utf-8", multi, 3)), "chunk_size": size})
 			var joined strings.Builder
 			for _, ev := range stream(t, tr, tm, nil) {
 				s := ev.Data.(string)
@@ -226,7 +202,7 @@ func TestRawChunks(t *testing.T) {
 			bin[i] = byte(i * 7)
 		}
 		tr := newTransport(t, nil)
-		tm := tmpl(t, map[string]any{"url": serve(t, answer("image/png", string(bin), 700)), "chunk_size": 512})
+		tm := tmpl(t, map[string]any{"url": transporttest.Serve(t, answer("image/png", string(bin), 700)), "chunk_size": 512})
 		var joined []byte
 		for _, ev := range stream(t, tr, tm, nil) {
 			b, err := base64.StdEncoding.DecodeString(ev.Data.(string))
@@ -245,7 +221,7 @@ func TestRawChunks(t *testing.T) {
 	})
 	t.Run("a character cut by the end of the body", func(t *testing.T) {
 		tr := newTransport(t, nil)
-		tm := tmpl(t, map[string]any{"url": serve(t, answer("text/plain", "ab\xe4\xb8", 0))})
+		tm := tmpl(t, map[string]any{"url": transporttest.Serve(t, answer("text/plain", "ab\xe4\xb8", 0))})
 		want := []utcp.Event{{Type: "text", Data: "ab"}, {Type: "binary", Data: base64.StdEncoding.EncodeToString([]byte("\xe4\xb8"))}}
 		if diff := cmp.Diff(want, stream(t, tr, tm, nil)); diff != "" {
 			t.Errorf("(-want +got):\n%s", diff)
@@ -283,16 +259,16 @@ func TestDemoServerFormats(t *testing.T) {
 
 func TestOversizedLine(t *testing.T) {
 	tr := newTransport(t, map[string]any{"max_event_bytes": 1000})
-	tm := tmpl(t, map[string]any{"url": serve(t, answer("application/x-ndjson", "1\n\""+strings.Repeat("x", 2000)+"\"\n3\n", 100))})
+	tm := tmpl(t, map[string]any{"url": transporttest.Serve(t, answer("application/x-ndjson", "1\n\""+strings.Repeat("x", 2000)+"\"\n3\n", 100))})
 	st, err := tr.CallToolStream(t.Context(), callOf(tm, nil))
 	if err != nil {
 		t.Fatal(err)
 	}
-	evs, err := collect(t, st)
+	evs, err := transporttest.Collect(t, st)
 	if len(evs) != 1 || utcp.CodeOf(err) != utcp.CodePayloadTooLarge {
 		t.Fatalf("%d events, err %v; want 1 event then payload_too_large", len(evs), err)
 	}
-	tm = tmpl(t, map[string]any{"url": serve(t, answer("application/json", `"`+strings.Repeat("x", 2000)+`"`, 0))})
+	tm = tmpl(t, map[string]any{"url": transporttest.Serve(t, answer("application/json", `"`+strings.Repeat("x", 2000)+`"`, 0))})
 	tr = newTransport(t, map[string]any{"max_response_bytes": 1000})
 	if _, err := tr.CallTool(t.Context(), callOf(tm, nil)); utcp.CodeOf(err) != utcp.CodePayloadTooLarge {
 		t.Errorf("JSON body over the cap: err = %v", err)
@@ -302,7 +278,7 @@ func TestOversizedLine(t *testing.T) {
 func TestPostBody(t *testing.T) {
 	type seen struct{ Method, ContentType, Body, Query string }
 	ch := make(chan seen, 1)
-	url := serve(t, func(w http.ResponseWriter, r *http.Request) {
+	url := transporttest.Serve(t, func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
 		ch <- seen{r.Method, r.Header.Get("Content-Type"), string(b), r.URL.RawQuery}
 		w.Header().Set("Content-Type", "application/x-ndjson")
@@ -323,7 +299,7 @@ func TestPostBody(t *testing.T) {
 }
 
 func TestMidStreamDisconnect(t *testing.T) {
-	url := serve(t, func(w http.ResponseWriter, r *http.Request) {
+	url := transporttest.Serve(t, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/x-ndjson")
 		_, _ = io.WriteString(w, "1\n2\n")
 		_ = http.NewResponseController(w).Flush()
@@ -335,7 +311,7 @@ func TestMidStreamDisconnect(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	evs, err := collect(t, st)
+	evs, err := transporttest.Collect(t, st)
 	if len(evs) != 2 || utcp.CodeOf(err) != utcp.CodeTransportError {
 		t.Fatalf("%d events, err %v; want 2 then transport_error", len(evs), err)
 	}
@@ -346,7 +322,7 @@ func TestMidStreamDisconnect(t *testing.T) {
 
 func TestTimeoutCutsEndlessStream(t *testing.T) {
 	var gone atomic.Int32
-	url := serve(t, func(w http.ResponseWriter, r *http.Request) {
+	url := transporttest.Serve(t, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/x-ndjson")
 		rc := http.NewResponseController(w)
 		for i := 0; ; i++ {
@@ -422,7 +398,7 @@ func TestDiscovery(t *testing.T) {
 	if len(m.Tools) != len(fixture.Tools()) {
 		t.Errorf("%d tools", len(m.Tools))
 	}
-	bad := serve(t, answer("application/json", `{"openapi":"3.0.0"}`, 0))
+	bad := transporttest.Serve(t, answer("application/json", `{"openapi":"3.0.0"}`, 0))
 	if _, err := tr.RegisterManual(t.Context(), tmpl(t, map[string]any{"url": bad})); utcp.CodeOf(err) != utcp.CodeDiscoveryFailed {
 		t.Errorf("not a manual: err = %v, want discovery_failed", err)
 	}
@@ -439,71 +415,38 @@ func BenchmarkCount(b *testing.B) {
 	for i := 1; i <= n; i++ {
 		bodyBytes += int64(len(strconv.Itoa(i)) + 1)
 	}
-	report := func(b *testing.B, start time.Time, firsts time.Duration) {
-		b.ReportMetric(float64(n*b.N)/time.Since(start).Seconds(), "events/s")
-		b.ReportMetric(float64(firsts.Nanoseconds())/float64(b.N), "ns/first-event")
-	}
 	b.Run("transport", func(b *testing.B) {
 		tr := newTransport(b, nil)
 		tm := tmpl(b, map[string]any{"url": base + "/tools/count"})
-		b.SetBytes(bodyBytes)
-		b.ReportAllocs()
-		var firsts time.Duration
-		start := time.Now()
-		for b.Loop() {
-			t0 := time.Now()
+		transporttest.BenchEvents(b, n, bodyBytes, func(t0 time.Time) (int, time.Duration) {
 			st, err := tr.CallToolStream(b.Context(), callOf(tm, map[string]any{"n": n}))
 			if err != nil {
 				b.Fatal(err)
 			}
-			got := 0
-			for {
-				if _, err := st.Recv(); err != nil {
-					if !errors.Is(err, io.EOF) {
-						b.Fatal(err)
-					}
-					break
-				}
-				if got == 0 {
-					firsts += time.Since(t0)
-				}
-				got++
-			}
-			st.Close()
-			if got != n {
-				b.Fatalf("%d events", got)
-			}
-		}
-		report(b, start, firsts)
+			return transporttest.Drain(b, st, t0)
+		})
 	})
 	b.Run("direct", func(b *testing.B) {
 		client := &http.Client{}
 		defer client.CloseIdleConnections()
-		b.SetBytes(bodyBytes)
-		b.ReportAllocs()
-		var firsts time.Duration
-		start := time.Now()
-		for b.Loop() {
-			t0 := time.Now()
+		transporttest.BenchEvents(b, n, bodyBytes, func(t0 time.Time) (int, time.Duration) {
 			req, _ := http.NewRequestWithContext(b.Context(), http.MethodGet, base+"/tools/count?n="+strconv.Itoa(n), nil)
 			resp, err := client.Do(req)
 			if err != nil {
 				b.Fatal(err)
 			}
+			defer resp.Body.Close()
 			sc := bufio.NewScanner(resp.Body)
 			got := 0
+			var first time.Duration
 			for sc.Scan() {
 				if got == 0 {
-					firsts += time.Since(t0)
+					first = time.Since(t0)
 				}
 				got++
 			}
-			resp.Body.Close()
-			if got != n {
-				b.Fatalf("%d events", got)
-			}
-		}
-		report(b, start, firsts)
+			return got, first
+		})
 	})
 }
 

@@ -11,8 +11,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
-	"sync"
-	"sync/atomic"
 	"unicode/utf8"
 
 	"github.com/utcpd/utcpd/transports"
@@ -59,14 +57,9 @@ type Config struct {
 // Transport is the streamable_http transport. It keeps no per-manual
 // state. It is safe for concurrent use.
 type Transport struct {
-	client *http.Client
-	tokens transports.TokenSource
-	cfg    Config
-	log    *slog.Logger
-
-	ctx    context.Context // cancelled by Close: ends every open stream
-	cancel context.CancelCauseFunc
-	closed atomic.Bool
+	base transports.HTTPBase // client, tokens; its context ends at Close, ending every open stream
+	cfg  Config
+	log  *slog.Logger
 }
 
 // New returns a streamable_http Transport configured by opts.Config (a
@@ -88,12 +81,8 @@ func New(opts transports.Options) (*Transport, error) {
 	if cfg.MaxResponseBytes == 0 {
 		cfg.MaxResponseBytes = transports.DefaultMaxResponseBytes
 	}
-	client := transports.NewHTTPClient(transports.ClientOptions{MaxIdleConnsPerHost: cfg.MaxIdleConnsPerHost})
-	t := &Transport{client: client, tokens: opts.Tokens, cfg: cfg, log: log}
-	if t.tokens == nil {
-		t.tokens = transports.NewTokenCache(client)
-	}
-	t.ctx, t.cancel = context.WithCancelCause(context.Background())
+	t := &Transport{cfg: cfg, log: log}
+	t.base.Init(cfg.MaxIdleConnsPerHost, opts.Tokens)
 	return t, nil
 }
 
@@ -107,11 +96,7 @@ var (
 // Close ends every open stream, closes the idle pooled connections and
 // refuses later calls with code unavailable. It is idempotent.
 func (t *Transport) Close() error {
-	if t.closed.Swap(true) {
-		return nil
-	}
-	t.cancel(errClosed)
-	t.client.CloseIdleConnections()
+	t.base.Shutdown(errClosed)
 	return nil
 }
 
@@ -128,29 +113,21 @@ func (t *Transport) DeregisterManual(ctx context.Context, tmpl *utcp.CallTemplat
 // invalid_template, an oversized answer payload_too_large, and the end of
 // ctx or of the template's timeout returns the context's error.
 func (t *Transport) RegisterManual(ctx context.Context, tmpl *utcp.CallTemplate) (*utcp.Manual, error) {
-	if t.closed.Load() {
+	if t.base.Closed() {
 		return nil, errClosed
 	}
 	spec, auth, err := specOf(tmpl)
 	if err != nil {
 		return nil, err
 	}
-	u, err := url.Parse(spec.URL)
+	u, header, err := transports.ManualTarget("streamable_http", spec.URL, spec.Headers, spec.AllowInsecure)
 	if err != nil {
-		return nil, utcp.NewError(utcp.CodeInvalidTemplate, "streamable_http: url: %v", err)
-	}
-	if err := transports.CheckURL(u, spec.AllowInsecure); err != nil {
 		return nil, err
 	}
-	header := http.Header{}
-	for k, v := range spec.Headers {
-		header.Set(k, v)
-	}
-	header.Set("Accept", "application/json, application/yaml;q=0.9, */*;q=0.5")
 	ctx, cancel := context.WithTimeout(ctx, spec.timeout())
 	defer cancel()
 	ctx = transports.WithAllowInsecure(ctx, spec.AllowInsecure)
-	return transports.FetchManual(ctx, t.client, t.tokens, t.log, transports.ManualFetch{
+	return transports.FetchManual(ctx, t.base.Client, t.base.Tokens, t.log, transports.ManualFetch{
 		Type: "streamable_http", Manual: tmpl.Name, Method: spec.HTTPMethod, URL: u, Header: header, Auth: auth, MaxBytes: t.cfg.MaxResponseBytes,
 	})
 }
@@ -189,22 +166,7 @@ func (t *Transport) CallTool(ctx context.Context, call *utcp.Call) (*utcp.Result
 			"data":         base64.StdEncoding.EncodeToString(b),
 		}}, nil
 	}
-	list := []any{}
-	var total int64
-	for {
-		ev, err := s.Recv()
-		if errors.Is(err, io.EOF) {
-			return &utcp.Result{Value: list}, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-		total += int64(s.lastBytes)
-		if total > t.cfg.MaxResponseBytes {
-			return nil, transports.TooLarge(t.cfg.MaxResponseBytes)
-		}
-		list = append(list, ev.Data)
-	}
+	return s.Collect(s.Recv, t.cfg.MaxResponseBytes)
 }
 
 // CallToolStream sends the request for call and returns its stream once
@@ -219,7 +181,7 @@ func (t *Transport) CallToolStream(ctx context.Context, call *utcp.Call) (transp
 }
 
 func (t *Transport) open(ctx context.Context, call *utcp.Call) (*stream, error) {
-	if t.closed.Load() {
+	if t.base.Closed() {
 		return nil, errClosed
 	}
 	if call == nil {
@@ -237,22 +199,18 @@ func (t *Transport) open(ctx context.Context, call *utcp.Call) (*stream, error) 
 		mr.Header.Set("Accept", acceptHeader)
 	}
 	s := &stream{t: t, spec: spec, method: spec.HTTPMethod, url: mr.URL}
-	cctx, cancel := context.WithCancelCause(ctx)
-	s.cancel = cancel
-	s.ctx, s.cancelTimeout = context.WithTimeout(cctx, spec.timeout())
-	s.stopAfter = context.AfterFunc(t.ctx, func() { cancel(errClosed) })
-	s.ctx = transports.WithAllowInsecure(s.ctx, spec.AllowInsecure)
-	resp, err := transports.SendMapped(s.ctx, t.client, t.tokens, spec.HTTPMethod, mr, auth)
+	s.Start(ctx, t.base.Ctx, spec.timeout(), spec.AllowInsecure, errClosed, errStreamClosed)
+	resp, err := transports.SendMapped(s.Ctx, t.base.Client, t.base.Tokens, spec.HTTPMethod, mr, auth)
 	if err == nil {
 		err = s.accept(resp)
 	}
 	if err != nil {
-		if s.ctx.Err() != nil {
+		if s.Ctx.Err() != nil {
 			err = s.ctxErr()
 		}
-		s.mu.Lock()
-		s.finish(err)
-		s.mu.Unlock()
+		s.Mu.Lock()
+		s.Finish(err)
+		s.Mu.Unlock()
 		return nil, err
 	}
 	return s, nil
@@ -291,24 +249,16 @@ type stream struct {
 	method string
 	url    *url.URL
 
-	ctx           context.Context
-	cancel        context.CancelCauseFunc
-	cancelTimeout context.CancelFunc
-	stopAfter     func() bool
+	transports.HTTPCall // context, body, sticky error; Close
 
-	mu        sync.Mutex // held by Recv; Close takes it after cancelling
-	kind      kind
-	ctype     string
-	body      io.ReadCloser
-	lines     *bufio.Reader         // kindNDJSON
-	line      []byte                // kindNDJSON
-	sse       *transports.SSEReader // kindSSE
-	single    *utcp.Event           // kindJSON, until delivered
-	chunk     []byte                // kindRaw: the chunk buffer
-	held      int                   // kindRaw: bytes of a split character at the start of chunk
-	lastBytes int                   // size of the last value Recv returned
-	err       error                 // sticky: io.EOF or what ended the stream
-	closeOnce sync.Once
+	kind   kind
+	ctype  string
+	lines  *bufio.Reader         // kindNDJSON
+	line   []byte                // kindNDJSON
+	sse    *transports.SSEReader // kindSSE
+	single *utcp.Event           // kindJSON, until delivered
+	chunk  []byte                // kindRaw: the chunk buffer
+	held   int                   // kindRaw: bytes of a split character at the start of chunk
 }
 
 // accept takes the server's answer.
@@ -347,7 +297,7 @@ func (s *stream) accept(resp *http.Response) error {
 	case kindRaw:
 		s.chunk = make([]byte, max(s.spec.ChunkSize, 1))
 	}
-	s.body = resp.Body
+	s.Body = resp.Body
 	return nil
 }
 
@@ -359,7 +309,7 @@ func (s *stream) dropped(err error) error {
 // ctxErr is the error for a stream whose context ended: the stream's or
 // the transport's closing, or the caller's context error.
 func (s *stream) ctxErr() error {
-	cause := context.Cause(s.ctx)
+	cause := context.Cause(s.Ctx)
 	if errors.Is(cause, errStreamClosed) || errors.Is(cause, errClosed) {
 		return cause
 	}
@@ -370,7 +320,7 @@ func (s *stream) ctxErr() error {
 // or a broken connection.
 func (s *stream) readErr(err error) error {
 	switch {
-	case s.ctx.Err() != nil:
+	case s.Ctx.Err() != nil:
 		return s.ctxErr()
 	case errors.Is(err, transports.ErrTooLarge):
 		return err
@@ -381,10 +331,10 @@ func (s *stream) readErr(err error) error {
 // Recv returns the next event, io.EOF after the last one, or the error
 // that ended the stream.
 func (s *stream) Recv() (*utcp.Event, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.err != nil {
-		return nil, s.err
+	s.Mu.Lock()
+	defer s.Mu.Unlock()
+	if s.Err != nil {
+		return nil, s.Err
 	}
 	var ev *utcp.Event
 	var err error
@@ -404,7 +354,7 @@ func (s *stream) Recv() (*utcp.Event, error) {
 		err = io.EOF
 	}
 	if err != nil {
-		return nil, s.finish(err)
+		return nil, s.Finish(err)
 	}
 	return ev, nil
 }
@@ -430,7 +380,7 @@ func (s *stream) nextLine() (*utcp.Event, error) {
 		}
 		text := bytes.TrimSpace(s.line)
 		if len(text) > 0 {
-			s.lastBytes = len(text)
+			s.LastBytes = len(text)
 			if v, ok := transports.DecodeJSONValue(text); ok {
 				return &utcp.Event{Data: v}, nil
 			}
@@ -451,7 +401,7 @@ func (s *stream) nextEvent() (*utcp.Event, error) {
 		}
 		return nil, s.readErr(err)
 	}
-	s.lastBytes = len(ev.Data)
+	s.LastBytes = len(ev.Data)
 	var data any = ev.Data
 	if v, ok := transports.DecodeJSONValue([]byte(ev.Data)); ok {
 		data = v
@@ -464,7 +414,7 @@ func (s *stream) nextEvent() (*utcp.Event, error) {
 // binary as base64.
 func (s *stream) nextChunk() (*utcp.Event, error) {
 	for {
-		n, err := s.body.Read(s.chunk[s.held:])
+		n, err := s.Body.Read(s.chunk[s.held:])
 		n += s.held
 		if err != nil && !errors.Is(err, io.EOF) {
 			return nil, s.readErr(err)
@@ -481,7 +431,7 @@ func (s *stream) nextChunk() (*utcp.Event, error) {
 		case text && cut > 0:
 			ev := &utcp.Event{Type: "text", Data: string(s.chunk[:cut])}
 			s.held = copy(s.chunk, s.chunk[cut:n])
-			s.lastBytes = cut
+			s.LastBytes = cut
 			return ev, nil
 		case text && cut == 0 && n < len(s.chunk) && !eof:
 			s.held = n // only the start of a character: read on
@@ -489,7 +439,7 @@ func (s *stream) nextChunk() (*utcp.Event, error) {
 		}
 		ev := &utcp.Event{Type: "binary", Data: base64.StdEncoding.EncodeToString(s.chunk[:n])}
 		s.held = 0
-		s.lastBytes = n
+		s.LastBytes = n
 		return ev, nil
 	}
 }
@@ -511,38 +461,12 @@ func textPrefix(b []byte) (int, bool) {
 
 // readAll reads the rest of a raw body under max.
 func (s *stream) readAll(max int64) ([]byte, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	b, err := transports.ReadAllLimit(s.body, max)
+	s.Mu.Lock()
+	defer s.Mu.Unlock()
+	b, err := transports.ReadAllLimit(s.Body, max)
 	if err != nil {
-		return nil, s.finish(s.readErr(err))
+		return nil, s.Finish(s.readErr(err))
 	}
-	s.finish(io.EOF)
+	s.Finish(io.EOF)
 	return b, nil
-}
-
-// finish ends the stream with err (kept for later Recv calls) and
-// releases its connection and contexts. s.mu must be held.
-func (s *stream) finish(err error) error {
-	if s.err == nil {
-		s.err = err
-	}
-	if s.body != nil {
-		s.body.Close()
-		s.body = nil
-	}
-	s.stopAfter()
-	s.cancelTimeout()
-	s.cancel(errStreamClosed)
-	return s.err
-}
-
-// Close ends the stream if it is still open and releases its connection;
-// the server sees the connection close. It is idempotent.
-func (s *stream) Close() error {
-	s.closeOnce.Do(func() { s.cancel(errStreamClosed) })
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.finish(errStreamClosed)
-	return nil
 }

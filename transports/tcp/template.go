@@ -118,35 +118,8 @@ type Template struct {
 
 // Validate checks the template as written. Errors name the field.
 func (t *Template) Validate() error {
-	if t.Host == "" {
-		return errors.New("field host is required")
-	}
-	if t.Port <= 0 || t.Port > 65535 {
-		return fmt.Errorf("field port is required and must be 1..65535 (got %d)", t.Port)
-	}
-	if t.Timeout < 0 {
-		return errors.New("field timeout must not be negative")
-	}
-	switch t.RequestDataFormat {
-	case "", RequestJSON:
-	case RequestText:
-		if t.Envelope {
-			return errors.New("field envelope needs request_data_format json")
-		}
-	default:
-		return fmt.Errorf("field request_data_format: %q is not one of json, text", t.RequestDataFormat)
-	}
-	switch t.ResponseFormat {
-	case "", FormatJSON, FormatText, FormatRaw:
-	default:
-		return fmt.Errorf("field response_format: %q is not one of json, text, raw", t.ResponseFormat)
-	}
-	if t.ResponseByteFormat != nil {
-		switch *t.ResponseByteFormat {
-		case "utf-8", "utf8", "UTF-8":
-		default:
-			return fmt.Errorf("field response_byte_format: %q is not supported (use utf-8 or null)", *t.ResponseByteFormat)
-		}
+	if err := transports.ValidateSocketTemplate(t.Host, t.Port, t.Timeout, t.RequestDataFormat, t.Envelope, t.ResponseFormat, t.ResponseByteFormat); err != nil {
+		return err
 	}
 	switch t.FramingStrategy {
 	case "", FramingStream:
@@ -274,12 +247,7 @@ func ParseTemplate(raw json.RawMessage) (utcp.CallTemplate, error) {
 	if err != nil {
 		return tmpl, err
 	}
-	var probe map[string]json.RawMessage
-	if json.Unmarshal(raw, &probe) == nil {
-		if v, ok := probe["response_byte_format"]; ok && string(v) == "null" {
-			spec.rawBytes = true
-		}
-	}
+	spec.rawBytes = transports.ExplicitNull(raw, "response_byte_format")
 	return tmpl, nil
 }
 
@@ -291,10 +259,7 @@ func specOf(tmpl *utcp.CallTemplate) (*Template, error) {
 
 // checkHost refuses hosts that are not loopback unless allow_insecure.
 func checkHost(t *Template) error {
-	if t.AllowInsecure || transports.IsLoopbackHost(t.Host) {
-		return nil
-	}
-	return utcp.NewError(utcp.CodeInvalidTemplate, "tcp: host %q is not loopback: TCP carries no TLS, so utcpd reaches only localhost, 127.0.0.0/8 and ::1 unless the template sets \"allow_insecure\": true", t.Host).WithDetail("host", t.Host)
+	return transports.CheckSocketHost("tcp", "TCP", t.Host, t.AllowInsecure)
 }
 
 func joinHostPort(host string, port int) string { return net.JoinHostPort(host, strconv.Itoa(port)) }

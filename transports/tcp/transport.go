@@ -16,7 +16,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/utcpd/utcpd/manuals"
 	"github.com/utcpd/utcpd/transports"
 	"github.com/utcpd/utcpd/utcp"
 )
@@ -388,32 +387,7 @@ func (t *Transport) discover(ctx context.Context, manual string, spec *Template)
 		}
 		return nil, fail("%w", err)
 	}
-	var head struct {
-		Type   string          `json:"type"`
-		Manual json.RawMessage `json:"manual"`
-		Error  json.RawMessage `json:"error"`
-	}
-	if json.Unmarshal(data, &head) != nil {
-		return nil, fail("the answer is not JSON: %s", transports.Excerpt(data))
-	}
-	raw := json.RawMessage(data)
-	switch head.Type {
-	case FrameManual:
-		raw = head.Manual
-	case FrameError:
-		return nil, fail("the server offers no manual: %s", transports.DecodeWireError(head.Error).Message)
-	case "":
-	default:
-		return nil, fail("the server answered a %q frame, not a manual", head.Type)
-	}
-	m, warnings, err := manuals.ParseManual(raw)
-	if err != nil {
-		return nil, fail("the server's manual: %w", err)
-	}
-	for _, w := range warnings {
-		t.log.Warn("manual served with problems", "manual", manual, "addr", spec.addr(), "warning", w.String())
-	}
-	return m, nil
+	return transports.SocketManual(data, fail, t.log, manual, spec.addr())
 }
 
 // CallTool runs one tool call and waits for its whole result. In
@@ -511,13 +485,8 @@ func (t *Transport) start(ctx context.Context, call *utcp.Call) (*exchange, erro
 	var id string
 	if spec.Envelope {
 		id = strconv.FormatUint(t.seq.Add(1), 10)
-		args := call.Arguments
-		if args == nil {
-			args = map[string]any{}
-		}
-		payload, err = transports.MarshalJSON(Frame{Type: FrameCall, ID: id, Tool: call.Name, Arguments: args})
-		if err != nil {
-			return nil, utcp.NewError(utcp.CodeInvalidArguments, "tcp: arguments are not JSON: %v", err)
+		if payload, err = transports.EnvelopeCall("tcp", id, call.Name, call.Arguments); err != nil {
+			return nil, err
 		}
 	} else if payload, err = RenderRequest(spec.RequestDataFormat, spec.RequestDataTemplate, call.Arguments); err != nil {
 		return nil, err

@@ -14,7 +14,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/utcpd/utcpd/manuals"
 	"github.com/utcpd/utcpd/transports"
 	"github.com/utcpd/utcpd/utcp"
 )
@@ -166,30 +165,9 @@ func (t *Transport) RegisterManual(ctx context.Context, tmpl *utcp.CallTemplate)
 		}
 		return nil, err
 	}
-	var head struct {
-		Type   string          `json:"type"`
-		Manual json.RawMessage `json:"manual"`
-		Error  json.RawMessage `json:"error"`
-	}
-	if json.Unmarshal(data, &head) != nil {
-		return nil, fail("the answer is not JSON: %s", transports.Excerpt(data))
-	}
-	raw := json.RawMessage(data)
-	switch head.Type {
-	case FrameManual:
-		raw = head.Manual
-	case FrameError:
-		return nil, fail("the server offers no manual: %s", transports.DecodeWireError(head.Error).Message)
-	case "":
-	default:
-		return nil, fail("the server answered a %q frame, not a manual", head.Type)
-	}
-	m, warnings, err := manuals.ParseManual(raw)
+	m, err := transports.SocketManual(data, fail, t.log, tmpl.Name, spec.addr())
 	if err != nil {
-		return nil, fail("the server's manual: %w", err)
-	}
-	for _, w := range warnings {
-		t.log.Warn("manual served with problems", "manual", tmpl.Name, "addr", spec.addr(), "warning", w.String())
+		return nil, err
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -323,13 +301,8 @@ func (t *Transport) start(ctx context.Context, call *utcp.Call) (*exchange, erro
 	var id string
 	if spec.Envelope {
 		id = strconv.FormatUint(t.seq.Add(1), 10)
-		args := call.Arguments
-		if args == nil {
-			args = map[string]any{}
-		}
-		payload, err = transports.MarshalJSON(Frame{Type: FrameCall, ID: id, Tool: call.Name, Arguments: args})
-		if err != nil {
-			return nil, utcp.NewError(utcp.CodeInvalidArguments, "udp: arguments are not JSON: %v", err)
+		if payload, err = transports.EnvelopeCall("udp", id, call.Name, call.Arguments); err != nil {
+			return nil, err
 		}
 	} else if payload, err = RenderRequest(spec.RequestDataFormat, spec.RequestDataTemplate, call.Arguments); err != nil {
 		return nil, err

@@ -26,15 +26,12 @@
 package sseserver
 
 import (
-	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
-	"time"
 
 	"github.com/utcpd/utcpd/examples/servers/http/httpserver"
+	"github.com/utcpd/utcpd/examples/servers/internal/httpdemo"
 	"github.com/utcpd/utcpd/transports/transporttest/fixture"
 	"github.com/utcpd/utcpd/utcp"
 )
@@ -70,13 +67,7 @@ func NewHandler(f *fixture.Fixture, opts Options) http.Handler {
 // with MaxHeaderBytes and a read-header timeout set. It sets no write
 // timeout: streams may last.
 func NewServer(addr string, f *fixture.Fixture, opts Options) *http.Server {
-	return &http.Server{
-		Addr:              addr,
-		Handler:           NewHandler(f, opts),
-		MaxHeaderBytes:    MaxHeaderBytes,
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-	}
+	return httpdemo.NewServer(addr, NewHandler(f, opts))
 }
 
 type server struct {
@@ -91,104 +82,22 @@ func Manual(baseURL string, opts Options) *utcp.Manual {
 	if name == "" {
 		name = "fixture_sse"
 	}
-	return fixture.Manual(func(tool string) *utcp.CallTemplate {
-		fields := map[string]any{
-			"name":               name,
-			"call_template_type": "sse",
-			"url":                baseURL + "/tools/" + tool,
-		}
-		if opts.AllowInsecure {
-			fields["allow_insecure"] = true
-		}
-		raw, _ := json.Marshal(fields)
-		return &utcp.CallTemplate{Name: name, Type: "sse", Raw: raw}
-	})
+	return httpdemo.Manual(baseURL, name, "sse", opts.AllowInsecure, nil)
 }
 
 func (s *server) manual(w http.ResponseWriter, r *http.Request) {
-	scheme := "http"
-	if r.TLS != nil {
-		scheme = "https"
-	}
-	writeJSON(w, http.StatusOK, Manual(scheme+"://"+r.Host, s.opts))
+	httpdemo.WriteJSON(w, http.StatusOK, Manual(httpdemo.BaseURL(r), s.opts))
 }
 
 func (s *server) call(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
 	args := httpserver.Args(r)
 	if name != fixture.Count {
-		v, err := s.f.Call(r.Context(), name, args)
-		if err != nil {
-			writeError(w, err)
-			return
-		}
-		writeJSON(w, http.StatusOK, v)
+		httpdemo.Call(w, r, s.f, name, args)
 		return
 	}
 	resume, _ := strconv.Atoi(r.Header.Get("Last-Event-ID"))
-	rc := http.NewResponseController(w)
-	started := false
-	i := 0
-	err := s.f.Stream(r.Context(), name, args, func(v any) error {
-		i++
-		if i <= resume {
-			return nil
-		}
-		if !started {
-			startStream(w)
-			started = true
-		}
-		data, err := json.Marshal(v)
-		if err != nil {
-			return err
-		}
-		if _, err := fmt.Fprintf(w, "id: %d\ndata: %s\n\n", i, data); err != nil {
-			return err
-		}
-		return rc.Flush()
+	httpdemo.Stream(w, r, s.f, name, args, "text/event-stream", resume, func(i int, data []byte) string {
+		return fmt.Sprintf("id: %d\ndata: %s\n\n", i, data)
 	})
-	switch {
-	case err == nil && !started:
-		startStream(w) // no events: an empty stream
-	case err == nil:
-	case !started:
-		writeError(w, err)
-	default:
-		// Too late for a status: break the connection so the client sees
-		// the stream did not end cleanly.
-		panic(http.ErrAbortHandler)
-	}
-}
-
-func startStream(w http.ResponseWriter) {
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-}
-
-func writeError(w http.ResponseWriter, err error) {
-	var failure *fixture.Failure
-	switch {
-	case errors.As(err, &failure):
-		writeJSON(w, http.StatusUnprocessableEntity, map[string]any{"error": failure.Message})
-	case errors.Is(err, fixture.ErrUnknownTool):
-		writeJSON(w, http.StatusNotFound, map[string]any{"error": err.Error()})
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		w.WriteHeader(http.StatusServiceUnavailable) // the client went away
-	default:
-		writeJSON(w, http.StatusBadRequest, map[string]any{"error": err.Error()})
-	}
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		http.Error(w, `{"error":"cannot encode the result"}`, http.StatusInternalServerError)
-		return
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_, _ = w.Write(b)
 }

@@ -27,15 +27,12 @@
 package streamablehttpserver
 
 import (
-	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"strings"
-	"time"
 
 	"github.com/utcpd/utcpd/examples/servers/http/httpserver"
+	"github.com/utcpd/utcpd/examples/servers/internal/httpdemo"
 	"github.com/utcpd/utcpd/transports/transporttest/fixture"
 	"github.com/utcpd/utcpd/utcp"
 )
@@ -71,13 +68,7 @@ func NewHandler(f *fixture.Fixture, opts Options) http.Handler {
 // with MaxHeaderBytes and a read-header timeout set. It sets no write
 // timeout: streams may last.
 func NewServer(addr string, f *fixture.Fixture, opts Options) *http.Server {
-	return &http.Server{
-		Addr:              addr,
-		Handler:           NewHandler(f, opts),
-		MaxHeaderBytes:    MaxHeaderBytes,
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-	}
+	return httpdemo.NewServer(addr, NewHandler(f, opts))
 }
 
 type server struct {
@@ -92,27 +83,11 @@ func Manual(baseURL string, opts Options) *utcp.Manual {
 	if name == "" {
 		name = "fixture_streamable_http"
 	}
-	return fixture.Manual(func(tool string) *utcp.CallTemplate {
-		fields := map[string]any{
-			"name":               name,
-			"call_template_type": "streamable_http",
-			"url":                baseURL + "/tools/" + tool,
-			"http_method":        "GET",
-		}
-		if opts.AllowInsecure {
-			fields["allow_insecure"] = true
-		}
-		raw, _ := json.Marshal(fields)
-		return &utcp.CallTemplate{Name: name, Type: "streamable_http", Raw: raw}
-	})
+	return httpdemo.Manual(baseURL, name, "streamable_http", opts.AllowInsecure, map[string]any{"http_method": "GET"})
 }
 
 func (s *server) manual(w http.ResponseWriter, r *http.Request) {
-	scheme := "http"
-	if r.TLS != nil {
-		scheme = "https"
-	}
-	writeJSON(w, http.StatusOK, Manual(scheme+"://"+r.Host, s.opts))
+	httpdemo.WriteJSON(w, http.StatusOK, Manual(httpdemo.BaseURL(r), s.opts))
 }
 
 // Format names the framing of count's stream.
@@ -143,79 +118,14 @@ func (s *server) call(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
 	args := httpserver.Args(r)
 	if name != fixture.Count {
-		v, err := s.f.Call(r.Context(), name, args)
-		if err != nil {
-			writeError(w, err)
-			return
-		}
-		writeJSON(w, http.StatusOK, v)
+		httpdemo.Call(w, r, s.f, name, args)
 		return
 	}
 	format := Negotiate(r.Header.Get("Accept"))
-	rc := http.NewResponseController(w)
-	started := false
-	start := func() {
-		w.Header().Set("Content-Type", string(format))
-		w.Header().Set("Cache-Control", "no-cache")
-		w.Header().Set("X-Accel-Buffering", "no")
-		w.WriteHeader(http.StatusOK)
-		started = true
-	}
-	i := 0
-	err := s.f.Stream(r.Context(), name, args, func(v any) error {
-		i++
-		if !started {
-			start()
+	httpdemo.Stream(w, r, s.f, name, args, string(format), 0, func(i int, data []byte) string {
+		if format == SSE {
+			return fmt.Sprintf("id: %d\ndata: %s\n\n", i, data)
 		}
-		data, err := json.Marshal(v)
-		if err != nil {
-			return err
-		}
-		switch format {
-		case SSE:
-			_, err = fmt.Fprintf(w, "id: %d\ndata: %s\n\n", i, data)
-		default:
-			_, err = fmt.Fprintf(w, "%s\n", data)
-		}
-		if err != nil {
-			return err
-		}
-		return rc.Flush()
+		return fmt.Sprintf("%s\n", data)
 	})
-	switch {
-	case err == nil && !started:
-		start() // no numbers: an empty stream
-	case err == nil:
-	case !started:
-		writeError(w, err)
-	default:
-		// Too late for a status: break the connection so the client sees
-		// the stream did not end cleanly.
-		panic(http.ErrAbortHandler)
-	}
-}
-
-func writeError(w http.ResponseWriter, err error) {
-	var failure *fixture.Failure
-	switch {
-	case errors.As(err, &failure):
-		writeJSON(w, http.StatusUnprocessableEntity, map[string]any{"error": failure.Message})
-	case errors.Is(err, fixture.ErrUnknownTool):
-		writeJSON(w, http.StatusNotFound, map[string]any{"error": err.Error()})
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		w.WriteHeader(http.StatusServiceUnavailable) // the client went away
-	default:
-		writeJSON(w, http.StatusBadRequest, map[string]any{"error": err.Error()})
-	}
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		http.Error(w, `{"error":"cannot encode the result"}`, http.StatusInternalServerError)
-		return
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_, _ = w.Write(b)
 }
