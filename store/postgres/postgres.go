@@ -59,6 +59,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/utcpd/utcpd/registry"
@@ -310,15 +311,24 @@ func (s *Store) op(ctx context.Context) (context.Context, context.CancelFunc, er
 
 // wrap turns a database error from operation op into what a method
 // returns: ctx's own error when the caller's ctx ended, unavailable when
-// the Store is closed, and otherwise an unavailable *utcp.Error naming
-// the database (a database that cannot be reached is a backend that is
-// not available).
+// the Store is closed, invalid_request when the database refused the data
+// itself (SQLSTATE class 22 data exception, 23 integrity constraint, 54
+// program limit: retrying cannot help), and otherwise an unavailable
+// *utcp.Error naming the database (a database that cannot be reached is
+// a backend that is not available).
 func (s *Store) wrap(ctx context.Context, op string, err error) error {
 	if s.closed.Load() {
 		return errClosed()
 	}
 	if cerr := ctx.Err(); cerr != nil {
 		return fmt.Errorf("postgres: %s: %w", op, cerr)
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && len(pe.Code) >= 2 {
+		switch pe.Code[:2] {
+		case "22", "23", "54":
+			return utcp.Errorf(utcp.CodeInvalidRequest, "postgres: %s: the database refused the data: %w", op, err)
+		}
 	}
 	return utcp.Errorf(utcp.CodeUnavailable, "postgres: %s: database %s unavailable: %w", op, s.target, err)
 }

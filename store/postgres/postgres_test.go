@@ -457,3 +457,21 @@ func TestCloseLeavesNoGoroutines(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestRefusedDataIsInvalidRequest: data the database refuses (a NUL byte,
+// invalid UTF-8: SQLSTATE class 22) is invalid_request, not unavailable,
+// so nobody retries it; the store keeps working.
+func TestRefusedDataIsInvalidRequest(t *testing.T) {
+	s := open(t, newDB(t), postgres.Options{})
+	for _, tool := range []string{"nul\x00byte", "bad\xffutf8"} {
+		r := audittest.Fixture("refused", 0)
+		r.Tool = tool
+		err := s.Audit().Append(t.Context(), []audit.Record{r})
+		if code := utcp.CodeOf(err); code != utcp.CodeInvalidRequest {
+			t.Errorf("append of tool %q: %v (code %q), want invalid_request", tool, err, code)
+		}
+	}
+	if err := s.Audit().Append(t.Context(), []audit.Record{audittest.Fixture("fine", 0)}); err != nil {
+		t.Fatalf("a good record after the refused ones: %v", err)
+	}
+}
