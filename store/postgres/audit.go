@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/utcpd/utcpd/gateway/audit"
+	"github.com/utcpd/utcpd/store/internal/rowscan"
 	"github.com/utcpd/utcpd/utcp"
 )
 
@@ -106,24 +107,8 @@ func (a *Audit) Query(ctx context.Context, q audit.Query) ([]audit.Record, error
 		return nil, s.wrap(ctx, "query audit records", err)
 	}
 	defer rows.Close()
-	out := []audit.Record{}
-	for rows.Next() {
-		var id int64
-		var data []byte
-		if err := rows.Scan(&id, &data); err != nil {
-			return nil, s.wrap(ctx, "query audit records", err)
-		}
-		var r audit.Record
-		if err := json.Unmarshal(data, &r); err != nil {
-			return nil, utcp.Errorf(utcp.CodeInternal, "postgres: audit record %d: decoding: %w", id, err)
-		}
-		r.ID = id
-		out = append(out, r)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, s.wrap(ctx, "query audit records", err)
-	}
-	return out, nil
+	return rowscan.Collect(rows, func(id int64, data []byte) (audit.Record, error) { return rowscan.Record("postgres", id, data) },
+		func(err error) error { return s.wrap(ctx, "query audit records", err) })
 }
 
 // Prune deletes the records of calls that started before before, a batch

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/utcpd/utcpd/guard/review"
+	"github.com/utcpd/utcpd/store/internal/rowscan"
 	"github.com/utcpd/utcpd/utcp"
 )
 
@@ -43,11 +44,7 @@ func encodeReview(r *review.Review) ([]byte, error) {
 }
 
 func decodeReview(id string, data []byte) (*review.Review, error) {
-	r := new(review.Review)
-	if err := json.Unmarshal(data, r); err != nil {
-		return nil, utcp.Errorf(utcp.CodeInternal, "sqlite: review %s: decoding the stored review: %w", id, err)
-	}
-	return r, nil
+	return rowscan.Review("sqlite", id, data)
 }
 
 // Put creates r in one durable transaction.
@@ -113,23 +110,7 @@ func (v *Reviews) List(ctx context.Context, statuses ...review.Status) ([]*revie
 		return nil, s.wrap(ctx, "list reviews", err)
 	}
 	defer rows.Close()
-	out := []*review.Review{}
-	for rows.Next() {
-		var id string
-		var data []byte
-		if err := rows.Scan(&id, &data); err != nil {
-			return nil, s.wrap(ctx, "list reviews", err)
-		}
-		r, err := decodeReview(id, data)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, r)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, s.wrap(ctx, "list reviews", err)
-	}
-	return out, nil
+	return rowscan.Collect(rows, decodeReview, func(err error) error { return s.wrap(ctx, "list reviews", err) })
 }
 
 // Update replaces the review r.ID with r if its stored status is from,
