@@ -14,8 +14,7 @@
 // Authentication:
 //   - /admin/...: "Authorization: Bearer <Options.AdminToken>", compared in
 //     constant time; without an admin token configured the admin API
-//     answers only loopback clients addressing a loopback host, and others
-//     get 403 forbidden.
+//     refuses every request (401): loopback is not a credential.
 //   - /v1/...: "Authorization: Bearer <key>" for one of Options.APIKeys when
 //     any is configured, else open; a missing or wrong key is 401
 //     unauthorized with a WWW-Authenticate challenge.
@@ -29,8 +28,13 @@
 //   - /healthz, /readyz, /metrics and /openapi.json are open: bind the
 //     listener to loopback or put a proxy in front to restrict them.
 //
-// Request bodies are capped (Options.MaxBodyBytes, 413 payload_too_large)
-// and must be sent as application/json.
+// Every route is behind one perimeter (httpx.Perimeter): the Host must be
+// a loopback name, an IP literal or a configured host, a browser Origin
+// must be the daemon's own or a configured one (403 forbidden otherwise),
+// and every POST, PUT or PATCH must be sent as application/json (415
+// unsupported_media_type), empty bodies included. Request bodies are
+// capped (Options.MaxBodyBytes, 413 payload_too_large) and must arrive
+// within Options.ReadTimeout.
 package api
 
 import (
@@ -64,8 +68,8 @@ import (
 type Options struct {
 	// Gateway serves every surface.
 	Gateway *gateway.Gateway
-	// AdminToken guards /admin/. Empty: the admin API answers loopback
-	// clients only.
+	// AdminToken guards /admin/. Empty: the admin API refuses every
+	// request.
 	AdminToken string
 	// APIKeys guard /v1/ when non-empty. An empty key is an error.
 	APIKeys []string
@@ -121,6 +125,18 @@ type Options struct {
 	// StreamHeartbeat is how often an idle REST stream writes an SSE
 	// comment (default 15 s).
 	StreamHeartbeat time.Duration
+	// ListenHost is the host of the listen address, accepted in the Host
+	// header of every route besides loopback names and IP literals.
+	ListenHost string
+	// AllowedHosts are further host names accepted in the Host header
+	// (gateway.allowed_hosts); see httpx.Perimeter.
+	AllowedHosts []string
+	// AllowedOrigins are the browser origins accepted on every route
+	// besides the daemon's own (gateway.allowed_origins; "*": all).
+	AllowedOrigins []string
+	// ReadTimeout bounds how long a client may take to send a request
+	// body (default httpx.DefaultReadTimeout).
+	ReadTimeout time.Duration
 }
 
 // New returns the handler serving every HTTP surface of utcpd, configured
@@ -181,7 +197,11 @@ func newServer(opts Options) (*server, error) {
 		recorder, tracker = opts.Observer, opts.Observer
 	}
 
-	adminAuth := httpx.LoopbackOnly("the admin API (no admin token is configured)")
+	// The admin API always needs its token: loopback is not a
+	// credential (a tool's own request to /admin comes from loopback
+	// too). Without one configured it refuses every request.
+	adminAuth := httpx.RefuseAll(utcp.CodeUnauthorized, "the admin API has no admin token configured, so it refuses every request: "+
+		"start the daemon with $UTCPD_ADMIN_TOKEN, or let it create one in its data dir (admin-token)")
 	if opts.AdminToken != "" {
 		adminAuth = httpx.RequireToken(opts.AdminToken, "utcpd-admin")
 	}
@@ -257,6 +277,9 @@ func newServer(opts Options) (*server, error) {
 	if mo.Gateway == nil && mo.Backend == nil {
 		mo.Gateway = opts.Gateway
 	}
+	if mo.AllowedOrigins == nil {
+		mo.AllowedOrigins = opts.AllowedOrigins
+	}
 	if mo.APIKeys == nil {
 		mo.APIKeys = opts.APIKeys
 	}
@@ -285,7 +308,21 @@ func newServer(opts Options) (*server, error) {
 	mux := http.NewServeMux()
 	mux.Handle(mcpfront.Path, mcpFront.Handler())
 	mux.Handle("/", rt)
-	return &server{router: rt, handler: httpx.Recover(log)(mux)}, nil
+	// One perimeter for every route (docs/security.md, "Web pages"):
+	// Host, Origin and Content-Type are checked before any handler runs.
+	perimeter := httpx.Perimeter{
+		ListenHost: opts.ListenHost, PublicURL: opts.PublicURL,
+		AllowedHosts: opts.AllowedHosts, AllowedOrigins: opts.AllowedOrigins,
+		ReadTimeout: opts.ReadTimeout,
+		Refuse: func(w http.ResponseWriter, r *http.Request, err *utcp.Error) {
+			if r.URL.Path == mcpfront.Path {
+				mcpfront.Refuse(w, err)
+				return
+			}
+			httpx.WriteError(w, err)
+		},
+	}
+	return &server{router: rt, handler: httpx.Recover(log)(perimeter.Wrap(mux))}, nil
 }
 
 //go:embed openapi.json

@@ -80,6 +80,9 @@ type env struct {
 	reg     *prometheus.Registry
 	logs    *logBuffer
 	records chan *gateway.CallRecord
+	// adminToken, set when the options named none, is sent on /admin/
+	// requests that carry no Authorization.
+	adminToken string
 }
 
 type envOptions struct {
@@ -120,6 +123,10 @@ func newEnv(t *testing.T, eo envOptions) *env {
 	t.Cleanup(func() { _ = g.Close() })
 	e.g = g
 	opts := eo.api
+	if opts.AdminToken == "" {
+		opts.AdminToken = testAdminToken
+		e.adminToken = testAdminToken
+	}
 	opts.Gateway = g
 	opts.Observer = obs
 	opts.Version = "test"
@@ -193,8 +200,23 @@ type req struct {
 	headers      map[string]string
 }
 
+// testAdminToken is the admin token of an env whose options set none.
+const testAdminToken = "test-admin-token"
+
+// do sends r to the env's server. In an env whose options set no admin
+// token, a request to /admin/ without an Authorization header gets the
+// test token.
 func (e *env) do(r req) reply {
 	e.t.Helper()
+	if e.adminToken != "" && strings.HasPrefix(r.path, "/admin/") {
+		if _, ok := r.headers["Authorization"]; !ok {
+			h := map[string]string{"Authorization": "Bearer " + e.adminToken}
+			for k, v := range r.headers {
+				h[k] = v
+			}
+			r.headers = h
+		}
+	}
 	return doCtx(e.t, e.t.Context(), e.srv.URL, r)
 }
 
@@ -210,7 +232,7 @@ func doCtx(t *testing.T, ctx context.Context, base string, r req) reply {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if body != nil {
+	if body != nil || r.method == http.MethodPost || r.method == http.MethodPut {
 		ct := r.ctype
 		if ct == "" {
 			ct = "application/json"
@@ -220,6 +242,10 @@ func doCtx(t *testing.T, ctx context.Context, base string, r req) reply {
 		}
 	}
 	for k, v := range r.headers {
+		if k == "Host" {
+			hr.Host = v
+			continue
+		}
 		hr.Header.Set(k, v)
 	}
 	resp, err := http.DefaultClient.Do(hr)

@@ -318,3 +318,90 @@ func TestObserversShareARegistry(t *testing.T) {
 		}
 	}
 }
+
+// TestEveryRouteBehindThePerimeter sends what a web page can send to
+// every route the router serves, and to /mcp, with the right credentials:
+// a foreign Origin, a rebinding Host, a form post and an empty body
+// without a JSON Content-Type. Each is refused before its handler runs
+// (no call reaches the backend, no manual changes), and the same
+// requests without the hostile part are not refused by the perimeter.
+func TestEveryRouteBehindThePerimeter(t *testing.T) {
+	b := serveBackend(t)
+	e := newEnv(t, envOptions{api: Options{AdminToken: "adm", APIKeys: []string{"key"}}})
+	e.register(b.manual("demo"), registry.SourceAPI)
+	calls := b.f.Calls()
+	path := func(p string) string {
+		p = strings.ReplaceAll(p, "/admin/manuals/{name}", "/admin/manuals/demo")
+		p = strings.ReplaceAll(p, "{id}", "rv_nope")
+		p = strings.ReplaceAll(p, "{provider}", "openai")
+		return strings.ReplaceAll(p, "{name}", "demo.add")
+	}
+	routes := e.server.router.Routes()
+	routes = append(routes, httpx.Route{Method: "POST", Path: "/mcp"})
+	attacks := []struct {
+		name    string
+		headers map[string]string
+		ctype   string
+		body    string
+		status  int
+		code    utcp.Code
+		writes  bool // only for methods that take a body
+	}{
+		{name: "foreign origin", headers: map[string]string{"Origin": "https://evil.example"}, body: `{"arguments":{"a":1,"b":2}}`, status: 403, code: utcp.CodeForbidden},
+		{name: "other local origin", headers: map[string]string{"Origin": "http://localhost:3000"}, body: `{"arguments":{"a":1,"b":2}}`, status: 403, code: utcp.CodeForbidden},
+		{name: "rebinding host", headers: map[string]string{"Host": "rebind.attacker.example:8787"}, body: `{"arguments":{"a":1,"b":2}}`, status: 403, code: utcp.CodeForbidden},
+		{name: "form post", ctype: "application/x-www-form-urlencoded", body: "a=1&b=2", status: 415, code: utcp.CodeUnsupportedMediaType, writes: true},
+		{name: "empty body without type", ctype: "-", status: 415, code: utcp.CodeUnsupportedMediaType, writes: true},
+	}
+	for _, rt := range routes {
+		cred := "Bearer key"
+		if strings.HasPrefix(rt.Path, "/admin/") {
+			cred = "Bearer adm"
+		}
+		for _, a := range attacks {
+			if a.writes && rt.Method != "POST" && rt.Method != "PUT" {
+				continue
+			}
+			t.Run(rt.String()+"/"+a.name, func(t *testing.T) {
+				h := map[string]string{"Authorization": cred}
+				for k, v := range a.headers {
+					h[k] = v
+				}
+				body := a.body
+				if rt.Method == "GET" || rt.Method == "DELETE" {
+					body = ""
+				}
+				r := e.do(req{method: rt.Method, path: path(rt.Path), body: body, ctype: a.ctype, headers: h})
+				if r.status != a.status {
+					t.Fatalf("got %s, want %d", r, a.status)
+				}
+				if rt.Path == "/mcp" {
+					// JSON-RPC error object with the utcpd code in data.
+					var m struct {
+						Error struct {
+							Data struct {
+								Code utcp.Code `json:"code"`
+							} `json:"data"`
+						} `json:"error"`
+					}
+					if err := json.Unmarshal(r.body, &m); err != nil || m.Error.Data.Code != a.code {
+						t.Fatalf("/mcp refusal %s: %v", r, err)
+					}
+					return
+				}
+				expectError(t, r, a.status, a.code)
+			})
+		}
+	}
+	if got := b.f.Calls(); got != calls {
+		t.Errorf("refused requests reached the backend: %d calls, want %d", got, calls)
+	}
+	if _, ok := e.g.Manual("demo"); !ok {
+		t.Errorf("a refused request removed the manual")
+	}
+	// The same call without the hostile part runs.
+	if r := e.do(req{method: "POST", path: "/v1/tools/demo.add/call", body: `{"arguments":{"a":1,"b":2}}`,
+		headers: map[string]string{"Authorization": "Bearer key", "Origin": e.srv.URL}}); r.status != 200 {
+		t.Errorf("a same-origin call: %s", r)
+	}
+}

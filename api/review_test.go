@@ -86,7 +86,7 @@ func newReviewAPI(t *testing.T, o reviewAPIOptions) *reviewAPI {
 		t.Fatal(err)
 	}
 	a.g = g
-	s, err := newServer(Options{Gateway: g, Reviews: a.q, Audit: o.audit, APIKeys: o.keys, Version: "test"})
+	s, err := newServer(Options{Gateway: g, Reviews: a.q, Audit: o.audit, APIKeys: o.keys, AdminToken: testAdminToken, Version: "test"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +108,8 @@ func (a *reviewAPI) close() {
 	_ = a.g.Close()
 }
 
-// do sends r, with the first API key unless r sets Authorization.
+// do sends r, with the first API key (the admin token for /admin/)
+// unless r sets Authorization.
 func (a *reviewAPI) do(r req) reply {
 	a.t.Helper()
 	return a.doCtx(a.t.Context(), r)
@@ -116,12 +117,19 @@ func (a *reviewAPI) do(r req) reply {
 
 func (a *reviewAPI) doCtx(ctx context.Context, r req) reply {
 	a.t.Helper()
-	if len(a.keys) > 0 && strings.HasPrefix(r.path, "/v1/") {
+	cred := ""
+	switch {
+	case len(a.keys) > 0 && strings.HasPrefix(r.path, "/v1/"):
+		cred = "Bearer " + a.keys[0]
+	case strings.HasPrefix(r.path, "/admin/"):
+		cred = "Bearer " + testAdminToken
+	}
+	if cred != "" {
 		if r.headers == nil {
 			r.headers = map[string]string{}
 		}
 		if _, ok := r.headers["Authorization"]; !ok {
-			r.headers["Authorization"] = "Bearer " + a.keys[0]
+			r.headers["Authorization"] = cred
 		}
 	}
 	return doCtx(a.t, ctx, a.srv.URL, r)
@@ -314,7 +322,7 @@ func TestRESTConcurrentApprovals(t *testing.T) {
 	for range 32 {
 		wg.Go(func() {
 			<-start
-			codes <- doCtx(t, context.Background(), a.srv.URL, req{method: "POST", path: "/admin/reviews/" + id + "/approve"}).status
+			codes <- a.doCtx(context.Background(), req{method: "POST", path: "/admin/reviews/" + id + "/approve"}).status
 		})
 	}
 	close(start)

@@ -14,35 +14,36 @@ type Code string
 
 // The closed list of error codes.
 const (
-	CodeInvalidRequest     Code = "invalid_request"      // malformed request body, wrong types
-	CodeInvalidConfig      Code = "invalid_config"       // a configuration file cannot be used
-	CodeInvalidManual      Code = "invalid_manual"       // a manual document cannot be used
-	CodeInvalidTemplate    Code = "invalid_template"     // a call template cannot be used
-	CodeManualExists       Code = "manual_exists"        // a manual with that name is registered
-	CodeManualNotFound     Code = "manual_not_found"     // no manual with that name
-	CodeManualReadOnly     Code = "manual_read_only"     // the manual comes from the config file or manuals dir
-	CodeDiscoveryFailed    Code = "discovery_failed"     // the manual could not be fetched
-	CodeVariableNotFound   Code = "variable_not_found"   // a ${VAR} did not resolve
-	CodeToolNotFound       Code = "tool_not_found"       // no tool with that name
-	CodeAmbiguousTool      Code = "ambiguous_tool"       // an unqualified name matches several tools
-	CodeInvalidArguments   Code = "invalid_arguments"    // arguments fail the tool's input schema
-	CodeProtocolNotAllowed Code = "protocol_not_allowed" // allowed_communication_protocols refuses it
-	CodeGuardDenied        Code = "guard_denied"         // a guard denied the call
-	CodeGuardError         Code = "guard_error"          // a guard could not decide (fail closed)
-	CodeReviewPending      Code = "review_pending"       // a guard asked for review and none came
-	CodeGuardReviewTimeout Code = "guard_review_timeout" // the review expired undecided; the call did not run
-	CodeToolError          Code = "tool_error"           // the tool itself reported a failure
-	CodeTransportError     Code = "transport_error"      // the call could not be carried
-	CodeTimeout            Code = "timeout"              // the deadline passed
-	CodeCanceled           Code = "canceled"             // the caller went away
-	CodeUnsupported        Code = "unsupported"          // the transport cannot do this
-	CodePayloadTooLarge    Code = "payload_too_large"    // a body or output is over its cap
-	CodeUnauthorized       Code = "unauthorized"         // missing or wrong credentials
-	CodeForbidden          Code = "forbidden"            // the caller may not use this surface from where it is
-	CodeNotFound           Code = "not_found"            // no such route or object
-	CodeMethodNotAllowed   Code = "method_not_allowed"   // wrong HTTP method
-	CodeUnavailable        Code = "unavailable"          // the daemon is not ready
-	CodeInternal           Code = "internal"             // a bug: please report it
+	CodeInvalidRequest       Code = "invalid_request"        // malformed request body, wrong types
+	CodeInvalidConfig        Code = "invalid_config"         // a configuration file cannot be used
+	CodeInvalidManual        Code = "invalid_manual"         // a manual document cannot be used
+	CodeInvalidTemplate      Code = "invalid_template"       // a call template cannot be used
+	CodeManualExists         Code = "manual_exists"          // a manual with that name is registered
+	CodeManualNotFound       Code = "manual_not_found"       // no manual with that name
+	CodeManualReadOnly       Code = "manual_read_only"       // the manual comes from the config file or manuals dir
+	CodeDiscoveryFailed      Code = "discovery_failed"       // the manual could not be fetched
+	CodeVariableNotFound     Code = "variable_not_found"     // a ${VAR} did not resolve
+	CodeToolNotFound         Code = "tool_not_found"         // no tool with that name
+	CodeAmbiguousTool        Code = "ambiguous_tool"         // an unqualified name matches several tools
+	CodeInvalidArguments     Code = "invalid_arguments"      // arguments fail the tool's input schema
+	CodeProtocolNotAllowed   Code = "protocol_not_allowed"   // allowed_communication_protocols refuses it
+	CodeGuardDenied          Code = "guard_denied"           // a guard denied the call
+	CodeGuardError           Code = "guard_error"            // a guard could not decide (fail closed)
+	CodeReviewPending        Code = "review_pending"         // a guard asked for review and none came
+	CodeGuardReviewTimeout   Code = "guard_review_timeout"   // the review expired undecided; the call did not run
+	CodeToolError            Code = "tool_error"             // the tool itself reported a failure
+	CodeTransportError       Code = "transport_error"        // the call could not be carried
+	CodeTimeout              Code = "timeout"                // the deadline passed
+	CodeCanceled             Code = "canceled"               // the caller went away
+	CodeUnsupported          Code = "unsupported"            // the transport cannot do this
+	CodePayloadTooLarge      Code = "payload_too_large"      // a body or output is over its cap
+	CodeUnsupportedMediaType Code = "unsupported_media_type" // a POST or PUT not sent as application/json
+	CodeUnauthorized         Code = "unauthorized"           // missing or wrong credentials
+	CodeForbidden            Code = "forbidden"              // the caller may not use this surface from where it is
+	CodeNotFound             Code = "not_found"              // no such route or object
+	CodeMethodNotAllowed     Code = "method_not_allowed"     // wrong HTTP method
+	CodeUnavailable          Code = "unavailable"            // the daemon is not ready
+	CodeInternal             Code = "internal"               // a bug: please report it
 )
 
 // Codes returns every error code, in declaration order.
@@ -52,7 +53,7 @@ func Codes() []Code {
 		CodeManualExists, CodeManualNotFound, CodeManualReadOnly, CodeDiscoveryFailed, CodeVariableNotFound,
 		CodeToolNotFound, CodeAmbiguousTool, CodeInvalidArguments, CodeProtocolNotAllowed,
 		CodeGuardDenied, CodeGuardError, CodeReviewPending, CodeGuardReviewTimeout, CodeToolError, CodeTransportError,
-		CodeTimeout, CodeCanceled, CodeUnsupported, CodePayloadTooLarge, CodeUnauthorized, CodeForbidden,
+		CodeTimeout, CodeCanceled, CodeUnsupported, CodePayloadTooLarge, CodeUnsupportedMediaType, CodeUnauthorized, CodeForbidden,
 		CodeNotFound, CodeMethodNotAllowed, CodeUnavailable, CodeInternal,
 	}
 }

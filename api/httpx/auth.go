@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
-	"net"
 	"net/http"
 	"strings"
 
@@ -110,62 +109,6 @@ func RequireKeys(keys *Keys, realm string) func(http.Handler) http.Handler {
 	}
 }
 
-// LoopbackOnly returns a middleware that admits only requests from a
-// loopback address (by r.RemoteAddr) that also address the server by a
-// loopback host (the Host header: localhost, 127.0.0.0/8, [::1]), which
-// defeats DNS-rebinding pages in a local browser. Others are 403
-// forbidden; why names the setting that would open the surface.
-func LoopbackOnly(why string) func(http.Handler) http.Handler {
-	return func(next http.Handler) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if !IsLoopbackAddr(r.RemoteAddr) {
-				WriteError(w, Errorf(utcp.CodeForbidden, "%s answers loopback clients only", why).
-					WithDetail("reason", "not_loopback"))
-				return
-			}
-			if !isLoopbackHostHeader(r.Host) {
-				WriteError(w, Errorf(utcp.CodeForbidden, "%s answers requests addressed to a loopback host only (got Host %q)", why, r.Host).
-					WithDetail("reason", "host_not_loopback"))
-				return
-			}
-			next.ServeHTTP(w, r)
-		})
-	}
-}
-
-// IsLoopbackAddr reports whether addr ("host:port" or a bare IP, as in
-// http.Request.RemoteAddr) is a loopback IP address. Names are never
-// resolved; anything unparsable is not loopback.
-func IsLoopbackAddr(addr string) bool {
-	host := addr
-	if h, _, err := net.SplitHostPort(addr); err == nil {
-		host = h
-	}
-	if i := strings.IndexByte(host, '%'); i >= 0 {
-		host = host[:i]
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
-}
-
-// isLoopbackHostHeader reports whether a Host header names a loopback
-// host: "localhost" (with or without a trailing dot) or a loopback IP,
-// with or without a port. An empty Host (HTTP/1.0) is accepted.
-func isLoopbackHostHeader(host string) bool {
-	if host == "" {
-		return true
-	}
-	h := host
-	if hh, _, err := net.SplitHostPort(host); err == nil {
-		h = hh
-	}
-	h = strings.TrimSuffix(strings.ToLower(strings.Trim(h, "[]")), ".")
-	if h == "localhost" {
-		return true
-	}
-	return IsLoopbackAddr(h)
-}
-
 // RequireToken returns a middleware that admits a request only with
 // "Authorization: Bearer <token>", compared in constant time; others are
 // 401 unauthorized with a challenge for realm. The principal recorded is
@@ -173,4 +116,14 @@ func isLoopbackHostHeader(host string) bool {
 func RequireToken(token, realm string) func(http.Handler) http.Handler {
 	keys := &Keys{digests: [][sha256.Size]byte{sha256.Sum256([]byte(token))}, names: []string{realm}}
 	return RequireKeys(keys, realm)
+}
+
+// RefuseAll returns a middleware that answers every request with an
+// error of code and message, calling nothing behind it.
+func RefuseAll(code utcp.Code, message string) func(http.Handler) http.Handler {
+	return func(http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			WriteError(w, Errorf(code, "%s", message))
+		})
+	}
 }

@@ -26,35 +26,36 @@ const StatusClientClosedRequest = 499
 // statusOf is the mapping Status implements. Every code of utcp.Codes has
 // an entry; a test keeps it that way.
 var statusOf = map[utcp.Code]int{
-	utcp.CodeInvalidRequest:     http.StatusBadRequest,
-	utcp.CodeInvalidConfig:      http.StatusInternalServerError,
-	utcp.CodeInvalidManual:      http.StatusUnprocessableEntity,
-	utcp.CodeInvalidTemplate:    http.StatusBadRequest,
-	utcp.CodeManualExists:       http.StatusConflict,
-	utcp.CodeManualNotFound:     http.StatusNotFound,
-	utcp.CodeManualReadOnly:     http.StatusConflict,
-	utcp.CodeDiscoveryFailed:    http.StatusUnprocessableEntity,
-	utcp.CodeVariableNotFound:   http.StatusInternalServerError,
-	utcp.CodeToolNotFound:       http.StatusNotFound,
-	utcp.CodeAmbiguousTool:      http.StatusConflict,
-	utcp.CodeInvalidArguments:   http.StatusBadRequest,
-	utcp.CodeProtocolNotAllowed: http.StatusForbidden,
-	utcp.CodeGuardDenied:        http.StatusForbidden,
-	utcp.CodeGuardError:         http.StatusForbidden,
-	utcp.CodeReviewPending:      http.StatusForbidden,
-	utcp.CodeGuardReviewTimeout: http.StatusForbidden,
-	utcp.CodeToolError:          http.StatusBadGateway,
-	utcp.CodeTransportError:     http.StatusBadGateway,
-	utcp.CodeTimeout:            http.StatusGatewayTimeout,
-	utcp.CodeCanceled:           StatusClientClosedRequest,
-	utcp.CodeUnsupported:        http.StatusNotImplemented,
-	utcp.CodePayloadTooLarge:    http.StatusRequestEntityTooLarge,
-	utcp.CodeUnauthorized:       http.StatusUnauthorized,
-	utcp.CodeForbidden:          http.StatusForbidden,
-	utcp.CodeNotFound:           http.StatusNotFound,
-	utcp.CodeMethodNotAllowed:   http.StatusMethodNotAllowed,
-	utcp.CodeUnavailable:        http.StatusServiceUnavailable,
-	utcp.CodeInternal:           http.StatusInternalServerError,
+	utcp.CodeInvalidRequest:       http.StatusBadRequest,
+	utcp.CodeInvalidConfig:        http.StatusInternalServerError,
+	utcp.CodeInvalidManual:        http.StatusUnprocessableEntity,
+	utcp.CodeInvalidTemplate:      http.StatusBadRequest,
+	utcp.CodeManualExists:         http.StatusConflict,
+	utcp.CodeManualNotFound:       http.StatusNotFound,
+	utcp.CodeManualReadOnly:       http.StatusConflict,
+	utcp.CodeDiscoveryFailed:      http.StatusUnprocessableEntity,
+	utcp.CodeVariableNotFound:     http.StatusInternalServerError,
+	utcp.CodeToolNotFound:         http.StatusNotFound,
+	utcp.CodeAmbiguousTool:        http.StatusConflict,
+	utcp.CodeInvalidArguments:     http.StatusBadRequest,
+	utcp.CodeProtocolNotAllowed:   http.StatusForbidden,
+	utcp.CodeGuardDenied:          http.StatusForbidden,
+	utcp.CodeGuardError:           http.StatusForbidden,
+	utcp.CodeReviewPending:        http.StatusForbidden,
+	utcp.CodeGuardReviewTimeout:   http.StatusForbidden,
+	utcp.CodeToolError:            http.StatusBadGateway,
+	utcp.CodeTransportError:       http.StatusBadGateway,
+	utcp.CodeTimeout:              http.StatusGatewayTimeout,
+	utcp.CodeCanceled:             StatusClientClosedRequest,
+	utcp.CodeUnsupported:          http.StatusNotImplemented,
+	utcp.CodePayloadTooLarge:      http.StatusRequestEntityTooLarge,
+	utcp.CodeUnsupportedMediaType: http.StatusUnsupportedMediaType,
+	utcp.CodeUnauthorized:         http.StatusUnauthorized,
+	utcp.CodeForbidden:            http.StatusForbidden,
+	utcp.CodeNotFound:             http.StatusNotFound,
+	utcp.CodeMethodNotAllowed:     http.StatusMethodNotAllowed,
+	utcp.CodeUnavailable:          http.StatusServiceUnavailable,
+	utcp.CodeInternal:             http.StatusInternalServerError,
 }
 
 // Status returns the HTTP status of an error with code c. It is the one
@@ -67,6 +68,7 @@ var statusOf = map[utcp.Code]int{
 //	405 method_not_allowed
 //	409 manual_exists manual_read_only ambiguous_tool
 //	413 payload_too_large
+//	415 unsupported_media_type
 //	422 discovery_failed invalid_manual
 //	499 canceled
 //	500 internal variable_not_found invalid_config

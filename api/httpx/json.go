@@ -96,9 +96,9 @@ func ReadBody(w http.ResponseWriter, r *http.Request, limit int64, buf *bytes.Bu
 		// answer since the body was not consumed.
 		return &http.MaxBytesError{Limit: limit}
 	}
-	if r.ContentLength > 0 && int64(buf.Cap()) < r.ContentLength {
-		buf.Grow(int(r.ContentLength))
-	}
+	// The buffer grows with the bytes that arrive, never ahead of them
+	// from Content-Length: a client that announces a large body and
+	// stalls costs what it sent (docs/security.md, "Bounded input").
 	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, limit))
 	if err != nil {
 		var mb *http.MaxBytesError

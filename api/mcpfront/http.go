@@ -234,6 +234,13 @@ func (s *Server) originAllowed(origin string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
+// Refuse writes a refusal of the daemon's perimeter (api/httpx.Perimeter)
+// as the MCP transport expects it: a JSON-RPC error object without an id,
+// the utcpd code in its data, with the code's HTTP status.
+func Refuse(w http.ResponseWriter, err *utcp.Error) {
+	writeHTTPError(w, httpx.Status(err.Code), err.Code, http.StatusText(httpx.Status(err.Code))+": "+err.Message)
+}
+
 // writeHTTPError writes a JSON-RPC error without an id, as the MCP
 // transport allows for HTTP-level refusals, with the utcpd code in data.
 func writeHTTPError(w http.ResponseWriter, status int, code utcp.Code, message string) {
