@@ -279,6 +279,12 @@ func (sess *session) close() { sess.cancel() }
 // the peer connection and waits for pion's goroutines.
 func (sess *session) closer() {
 	<-sess.ctx.Done()
+	// A tool_call that saw the session open adds to wg under mu; taking
+	// mu once after the cancel orders every such Add before the Wait
+	// (the race detector flagged Add beside Wait otherwise).
+	sess.mu.Lock()
+	//lint:ignore SA2001 the empty critical section is the point
+	sess.mu.Unlock()
 	sess.wg.Wait()
 	_ = sess.pc.GracefulClose()
 	sess.s.mu.Lock()
