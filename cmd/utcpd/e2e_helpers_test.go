@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -111,6 +112,9 @@ type proc struct {
 	stderr *syncBuffer
 	done   chan struct{}
 	err    error // Wait's result, once done is closed
+	// printedToken is the admin token a daemon without a data dir
+	// printed (a string).
+	printedToken atomic.Value
 }
 
 // daemonOpts configure startDaemon.
@@ -169,6 +173,9 @@ func startDaemon(t testing.TB, o daemonOpts) *proc {
 	go func() {
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
+			if tok, ok := strings.CutPrefix(sc.Text(), "utcpd admin token (this run only; no data dir): "); ok {
+				p.printedToken.Store(tok)
+			}
 			if u, ok := strings.CutPrefix(sc.Text(), "utcpd listening on "); ok {
 				urlc <- u
 			}
@@ -195,8 +202,51 @@ func startDaemon(t testing.TB, o daemonOpts) *proc {
 	}
 	if !o.noWait {
 		p.waitReady()
+		p.learnAdminToken(o)
 	}
 	return p
+}
+
+// createdTokens maps the URL of a daemon started without an admin token
+// to the token it created in its data dir; request and cli send it to
+// that daemon when they are given none.
+var createdTokens sync.Map
+
+// learnAdminToken records the token a daemon started without one
+// created in its data dir.
+func (p *proc) learnAdminToken(o daemonOpts) {
+	for _, kv := range o.env {
+		if strings.HasPrefix(kv, "UTCPD_ADMIN_TOKEN=") {
+			return
+		}
+	}
+	for _, a := range o.args {
+		if a == "--admin-token" || strings.HasPrefix(a, "--admin-token=") {
+			return
+		}
+	}
+	if tok, ok := p.printedToken.Load().(string); ok {
+		createdTokens.Store(p.URL, tok)
+		return
+	}
+	b, err := os.ReadFile(filepath.Join(o.dataDir, "admin-token"))
+	if err != nil {
+		return
+	}
+	createdTokens.Store(p.URL, strings.TrimSpace(string(b)))
+}
+
+// tokenFor returns the created admin token of the daemon url belongs to.
+func tokenFor(url string) string {
+	tok := ""
+	createdTokens.Range(func(k, v any) bool {
+		if strings.HasPrefix(url, k.(string)) {
+			tok = v.(string)
+			return false
+		}
+		return true
+	})
+	return tok
 }
 
 // waitReady polls /readyz until it answers 200.
@@ -288,8 +338,11 @@ func request(t testing.TB, method, url, token, body string) (int, []byte) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if body != "" {
+	if body != "" || method == http.MethodPost || method == http.MethodPut {
 		req.Header.Set("Content-Type", "application/json")
+	}
+	if token == "" && strings.Contains(url, "/admin/") {
+		token = tokenFor(url)
 	}
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
@@ -384,7 +437,7 @@ func cli(t testing.TB, dir string, env []string, args ...string) (string, string
 	defer cancel()
 	cmd := exec.CommandContext(ctx, binPath, args...)
 	cmd.Dir = dir
-	cmd.Env = cleanEnv(dir, env...)
+	cmd.Env = cleanEnv(dir, withCreatedToken(env, args)...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
@@ -400,6 +453,33 @@ func cli(t testing.TB, dir string, env []string, args ...string) (string, string
 		t.Fatalf("utcpd %v: %v", args, err)
 	}
 	return stdout.String(), stderr.String(), code
+}
+
+// withCreatedToken adds UTCPD_ADMIN_TOKEN to env for a command that
+// talks to a daemon started without an admin token (by UTCPD_SERVER or
+// --server), as its user would read it from the daemon's data dir.
+func withCreatedToken(env, args []string) []string {
+	server := ""
+	for _, kv := range env {
+		if strings.HasPrefix(kv, "UTCPD_ADMIN_TOKEN=") {
+			return env
+		}
+		if v, ok := strings.CutPrefix(kv, "UTCPD_SERVER="); ok {
+			server = v
+		}
+	}
+	for i, a := range args {
+		if (a == "--server" || a == "-s") && i+1 < len(args) {
+			server = args[i+1]
+		}
+	}
+	if server == "" {
+		return env
+	}
+	if tok := tokenFor(server); tok != "" {
+		return append(slices.Clone(env), "UTCPD_ADMIN_TOKEN="+tok)
+	}
+	return env
 }
 
 func writeFile(t testing.TB, path, content string) {

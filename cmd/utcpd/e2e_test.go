@@ -233,7 +233,10 @@ func TestKill9KeepsAcknowledgedManuals(t *testing.T) {
 				default:
 				}
 				name := fmt.Sprintf("m%04d", next.Add(1))
-				resp, err := client.Post(d.URL+"/admin/manuals", "application/json", strings.NewReader(textTemplate(name)))
+				req, _ := http.NewRequest(http.MethodPost, d.URL+"/admin/manuals", strings.NewReader(textTemplate(name)))
+				req.Header.Set("Content-Type", "application/json")
+				req.Header.Set("Authorization", "Bearer "+tokenFor(d.URL))
+				resp, err := client.Do(req)
 				if err != nil {
 					return // the daemon is gone
 				}

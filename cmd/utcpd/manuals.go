@@ -45,6 +45,10 @@ func (f *adminFlags) client() (*client, error) {
 	if token == "" {
 		token = os.Getenv(envAdminToken)
 	}
+	if token == "" {
+		// The token a local daemon created in its data dir.
+		token = storedAdminToken()
+	}
 	return newClient(server, token)
 }
 
@@ -54,8 +58,9 @@ func newManualsCmd() *cobra.Command {
 		Short: "List, add, remove and refresh the manuals of a running daemon",
 		Long: `manuals talks to the admin API of a running daemon (utcpd serve) at --server
 (default $UTCPD_SERVER, else http://127.0.0.1:8787), with the admin token from
---admin-token or $UTCPD_ADMIN_TOKEN (a daemon without an admin token answers
-loopback clients only).
+--admin-token or $UTCPD_ADMIN_TOKEN, else from the file admin-token in the
+data dir ($UTCPD_DATA_DIR, else ~/.local/state/utcpd), which a daemon started
+without an admin token creates there.
 
 Manuals added here have source "api" and are persisted in the daemon's store.
 Manuals from the daemon's configuration file or manuals folder can be listed

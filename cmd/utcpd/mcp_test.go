@@ -233,7 +233,7 @@ func TestMCPOverHTTP(t *testing.T) {
 		{"", "wrong", http.StatusUnauthorized},
 		{"", "k1", http.StatusOK},
 		{"https://app.example.com", "k1", http.StatusOK},
-		{"http://localhost:3000", "k1", http.StatusOK},
+		{"http://localhost:3000", "k1", http.StatusForbidden}, // another local origin is not the daemon's
 		{"http://evil.example", "k1", http.StatusForbidden},
 	} {
 		if got := post(tc.origin, tc.key); got != tc.want {

@@ -76,7 +76,9 @@ func (c *client) do(ctx context.Context, method, path string, query url.Values, 
 	if err != nil {
 		return err
 	}
-	if body != nil {
+	if body != nil || method == http.MethodPost || method == http.MethodPut {
+		// Every POST and PUT is JSON, empty ones included (the daemon's
+		// perimeter refuses others).
 		req.Header.Set("Content-Type", "application/json")
 	}
 	req.Header.Set("Accept", "application/json")

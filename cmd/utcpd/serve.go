@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"sync"
@@ -381,6 +382,21 @@ func (d *daemon) run(ctx context.Context, stdout io.Writer, loopback bool) error
 	registerAuditMetrics(d.audit)
 	d.guards = guard.NewHolder(newChain(named, s, d.reviews, s.reviewTimeout()))
 
+	// The admin API always needs a token: without one configured, the
+	// daemon uses the one in its data dir (created at first start).
+	adminToken, adminTokenFrom := s.AdminToken, "configured"
+	if adminToken == "" {
+		t, stored, err := ensureAdminToken(s.DataDir)
+		if err != nil {
+			return fmt.Errorf("admin token: %w", err)
+		}
+		adminToken, adminTokenFrom = t, filepath.Join(s.DataDir, adminTokenFile)
+		if !stored {
+			adminTokenFrom = "this run only (printed on stdout)"
+			fmt.Fprintf(stdout, "utcpd admin token (this run only; no data dir): %s\n", t)
+		}
+	}
+
 	// The gateway and the HTTP handler.
 	obs := api.NewObserver(log.With("component", "calls"), nil)
 	d.observer = obs
@@ -409,7 +425,7 @@ func (d *daemon) run(ctx context.Context, stdout io.Writer, loopback bool) error
 	defer d.closeReviews()
 	handler, err := api.New(api.Options{
 		Gateway:         g,
-		AdminToken:      s.AdminToken,
+		AdminToken:      adminToken,
 		APIKeys:         s.APIKeys,
 		MaxBodyBytes:    s.MaxBodyBytes,
 		DefaultTimeout:  s.DefaultTimeout,
@@ -421,6 +437,10 @@ func (d *daemon) run(ctx context.Context, stdout io.Writer, loopback bool) error
 		Audit:           auditStore,
 		MCP:             mcpfront.Options{AllowedOrigins: s.AllowedOrigins},
 		PublicURL:       s.PublicURL,
+		ListenHost:      listenHost(s.Listen),
+		AllowedHosts:    s.AllowedHosts,
+		AllowedOrigins:  s.AllowedOrigins,
+		ReadTimeout:     s.ReadTimeout,
 		CodeMode:        s.CodeMode,
 		DisableCodeMode: s.CodeModeOff,
 		Logger:          log.With("component", "api"),
@@ -434,6 +454,7 @@ func (d *daemon) run(ctx context.Context, stdout io.Writer, loopback bool) error
 	if err != nil {
 		return fmt.Errorf("listening on %s: %w", s.Listen, err)
 	}
+	ln = limitListener(ln, s.MaxConnections)
 	// Calls in flight run on callsCtx, which outlives the listener until
 	// the drain deadline.
 	callsCtx, cancelCalls := context.WithCancel(context.WithoutCancel(ctx))
@@ -450,11 +471,8 @@ func (d *daemon) run(ctx context.Context, stdout io.Writer, loopback bool) error
 
 	url := "http://" + ln.Addr().String()
 	fmt.Fprintf(stdout, "utcpd listening on %s\n", url)
-	log.Info("utcpd listening", "url", url, "version", versionString(), "admin_token", s.AdminToken != "",
+	log.Info("utcpd listening", "url", url, "version", versionString(), "admin_token", adminTokenFrom,
 		"api_keys", len(s.APIKeys), "manuals_dir", s.ManualsDir, "config", d.conf.path)
-	if s.AdminToken == "" && loopback {
-		log.Warn("no admin token: the admin API answers loopback clients only")
-	}
 	if len(s.APIKeys) == 0 {
 		log.Info("no API keys: the REST front is open to every client that can reach the listener")
 	}

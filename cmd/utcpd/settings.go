@@ -30,6 +30,10 @@ const (
 	defaultDefaultTimeout  = 30 * time.Second
 	defaultMaxTimeout      = 5 * time.Minute
 	defaultShutdownTimeout = 15 * time.Second
+	defaultReadTimeout     = 30 * time.Second
+	// defaultMaxConnections leaves room for many idle keep-alive clients
+	// while bounding what stalled ones can hold (a few KiB each).
+	defaultMaxConnections = 4096
 	defaultLogFormat       = "text"
 	defaultLogLevel        = "info"
 )
@@ -79,9 +83,18 @@ type settings struct {
 	ReviewTimeout  time.Duration
 	AuditRetention time.Duration
 
-	// AllowedOrigins are the browser origins /mcp accepts besides the
-	// loopback ones (gateway.allowed_origins).
+	// AllowedOrigins are the browser origins every route accepts besides
+	// the daemon's own (gateway.allowed_origins).
 	AllowedOrigins []string
+	// AllowedHosts are the host names every route accepts in the Host
+	// header besides loopback names, IP literals, the listen host and
+	// public_url's host (gateway.allowed_hosts).
+	AllowedHosts []string
+	// ReadTimeout bounds how long a client may take to send a request
+	// body (gateway.read_timeout); MaxConnections caps the connections
+	// served at once (gateway.max_connections).
+	ReadTimeout    time.Duration
+	MaxConnections int
 
 	// PublicURL is the gateway's address as clients reach it, used in the
 	// call templates of the UTCP manual at GET /utcp (gateway.public_url).
@@ -99,7 +112,7 @@ var gatewayKeys = []string{
 	"default_timeout", "max_timeout", "shutdown_timeout", "log_format", "log_level",
 	"guards", "bypass_tools", "guard_timeout", "review_timeout", "audit_retention",
 	"allowed_origins", "store", "store_resync_interval", "store_max_conns", "public_url",
-	"codemode",
+	"codemode", "allowed_hosts", "read_timeout", "max_connections",
 }
 
 // defaultSettings returns the built-in defaults.
@@ -112,6 +125,8 @@ func defaultSettings() settings {
 		DefaultTimeout:  defaultDefaultTimeout,
 		MaxTimeout:      defaultMaxTimeout,
 		ShutdownTimeout: defaultShutdownTimeout,
+		ReadTimeout:     defaultReadTimeout,
+		MaxConnections:  defaultMaxConnections,
 		LogFormat:       defaultLogFormat,
 		LogLevel:        defaultLogLevel,
 	}
@@ -225,6 +240,27 @@ func applyGatewaySection(s *settings, raw json.RawMessage, file string, data []b
 				break
 			}
 			s.AllowedOrigins = nonEmpty(origins)
+		case "allowed_hosts":
+			var hosts []string
+			if json.Unmarshal(v, &hosts) != nil {
+				bad("must be an array of host names such as \"tools.example.com\" (or \"*.example.com\")")
+				break
+			}
+			s.AllowedHosts = nonEmpty(hosts)
+		case "read_timeout":
+			d, err := jsonDuration(v)
+			if err != nil || d <= 0 {
+				bad("must be a positive duration such as \"30s\"")
+				break
+			}
+			s.ReadTimeout = d
+		case "max_connections":
+			var n int
+			if json.Unmarshal(v, &n) != nil || n <= 0 {
+				bad("must be a positive integer")
+				break
+			}
+			s.MaxConnections = n
 		case "api_keys":
 			var keys []string
 			if json.Unmarshal(v, &keys) != nil {
@@ -376,6 +412,8 @@ type serveFlags struct {
 	noStore                                 bool
 	maxBodyBytes                            int64
 	defaultTimeout, maxTimeout, shutdown    time.Duration
+	readTimeout                             time.Duration
+	maxConnections                          int
 	logFormat, logLevel                     string
 }
 
@@ -392,6 +430,8 @@ func (f *serveFlags) bind(fl *pflag.FlagSet) {
 	fl.DurationVar(&f.defaultTimeout, "default-timeout", defaultDefaultTimeout, "deadline of a tool call that asks for none")
 	fl.DurationVar(&f.maxTimeout, "max-timeout", defaultMaxTimeout, "longest deadline a tool call may ask for")
 	fl.DurationVar(&f.shutdown, "shutdown-timeout", defaultShutdownTimeout, "how long calls in flight may finish on SIGTERM/SIGINT")
+	fl.DurationVar(&f.readTimeout, "read-timeout", defaultReadTimeout, "longest time a client may take to send a request body")
+	fl.IntVar(&f.maxConnections, "max-connections", defaultMaxConnections, "most client connections served at once (others wait)")
 	fl.StringVar(&f.logFormat, "log-format", defaultLogFormat, "log format on stderr: text or json [$UTCPD_LOG_FORMAT]")
 	fl.StringVar(&f.logLevel, "log-level", defaultLogLevel, "log level: debug, info, warn or error [$UTCPD_LOG_LEVEL]")
 }
@@ -434,6 +474,18 @@ func (f *serveFlags) apply(fs *pflag.FlagSet, s *settings) error {
 	}
 	if set("shutdown-timeout") {
 		s.ShutdownTimeout = f.shutdown
+	}
+	if set("read-timeout") {
+		if f.readTimeout <= 0 {
+			return errors.New("--read-timeout must be positive")
+		}
+		s.ReadTimeout = f.readTimeout
+	}
+	if set("max-connections") {
+		if f.maxConnections <= 0 {
+			return errors.New("--max-connections must be positive")
+		}
+		s.MaxConnections = f.maxConnections
 	}
 	if set("log-format") {
 		s.LogFormat = f.logFormat

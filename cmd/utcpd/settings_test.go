@@ -56,7 +56,7 @@ func TestGatewaySection(t *testing.T) {
 				want := settings{Listen: "127.0.0.1:9000", AdminToken: "tok", APIKeys: []string{"a", "b"},
 					DataDir: filepath.Join(dir, "state"), ManualsDir: "/abs/manuals", MaxBodyBytes: 1024,
 					DefaultTimeout: 10 * time.Second, MaxTimeout: time.Minute, ShutdownTimeout: time.Minute,
-					LogFormat: "json", LogLevel: "debug"}
+					LogFormat: "json", LogLevel: "debug", ReadTimeout: defaultReadTimeout, MaxConnections: defaultMaxConnections}
 				if diff := cmp.Diff(want, s); diff != "" {
 					t.Errorf("settings (-want +got):\n%s", diff)
 				}
