@@ -8,6 +8,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"os"
 	"reflect"
 	"strconv"
 	"strings"
@@ -104,6 +105,10 @@ func ReadBody(w http.ResponseWriter, r *http.Request, limit int64, buf *bytes.Bu
 		var mb *http.MaxBytesError
 		if errors.As(err, &mb) {
 			return err
+		}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			return Errorf(utcp.CodeInvalidRequest, "the request body did not arrive within the read timeout (gateway.read_timeout)").
+				WithDetail("reason", "read_timeout")
 		}
 		if r.Context().Err() != nil {
 			return fmt.Errorf("reading the request body: %w", r.Context().Err())

@@ -238,14 +238,13 @@ type deadlineBody struct {
 
 func (b *deadlineBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
-	if err != nil && !b.done {
+	if err == io.EOF {
 		b.lift()
 	}
 	return n, err
 }
 
 func (b *deadlineBody) Close() error {
-	b.lift()
 	return b.ReadCloser.Close()
 }
 
