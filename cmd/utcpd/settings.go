@@ -34,8 +34,8 @@ const (
 	// defaultMaxConnections leaves room for many idle keep-alive clients
 	// while bounding what stalled ones can hold (a few KiB each).
 	defaultMaxConnections = 4096
-	defaultLogFormat       = "text"
-	defaultLogLevel        = "info"
+	defaultLogFormat      = "text"
+	defaultLogLevel       = "info"
 )
 
 // Environment variables the daemon and the client commands read.
