@@ -15,6 +15,7 @@
 //	{"call_template_type": "http", "http_method": "POST",
 //	 "url": "<base>/utcp/call/<tool, path-escaped>",
 //	 "content_type": "application/json", "body_field": "<see BodyField>",
+//	 "headers": {"Content-Type": "application/json"},
 //	 "auth": {"auth_type": "api_key", "api_key": "Bearer ${UTCPD_API_KEY}",
 //	          "var_name": "Authorization", "location": "header"}}
 //
@@ -292,6 +293,10 @@ func (h *Handler) manual(base string) *rendered {
 
 // The manual's JSON shapes. Field sets are exactly UTCP's: the
 // TypeScript client rejects unknown keys in a manual and in a tool.
+// jsonHeaders are the headers of every tool's call template (shared,
+// read-only).
+var jsonHeaders = map[string]string{"Content-Type": "application/json"}
+
 type (
 	manualTool struct {
 		Name                string          `json:"name"`
@@ -303,12 +308,16 @@ type (
 		ToolCallTemplate    callTemplate    `json:"tool_call_template"`
 	}
 	callTemplate struct {
-		Type        string      `json:"call_template_type"`
-		URL         string      `json:"url"`
-		Method      string      `json:"http_method"`
-		ContentType string      `json:"content_type"`
-		BodyField   string      `json:"body_field"`
-		Auth        *apiKeyAuth `json:"auth,omitempty"`
+		Type        string `json:"call_template_type"`
+		URL         string `json:"url"`
+		Method      string `json:"http_method"`
+		ContentType string `json:"content_type"`
+		BodyField   string `json:"body_field"`
+		// Headers always carries Content-Type: application/json, so that
+		// a client sends it with an empty body too (the daemon refuses a
+		// POST without it; docs/security.md, "Web pages").
+		Headers map[string]string `json:"headers"`
+		Auth    *apiKeyAuth       `json:"auth,omitempty"`
 	}
 	apiKeyAuth struct {
 		Type     string `json:"auth_type"`
@@ -373,7 +382,7 @@ func (h *Handler) toolList() []manualTool {
 			AverageResponseSize: t.AverageResponseSize,
 			ToolCallTemplate: callTemplate{
 				Type: "http", URL: "/utcp/call/" + escapeSegment(t.Name), Method: http.MethodPost,
-				ContentType: "application/json", BodyField: BodyField(t.Inputs), Auth: auth,
+				ContentType: "application/json", BodyField: BodyField(t.Inputs), Headers: jsonHeaders, Auth: auth,
 			},
 		})
 	}
