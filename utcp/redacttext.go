@@ -548,25 +548,70 @@ func hasSuffixB(b []byte, p string) bool { return len(b) >= len(p) && string(b[l
 // auth (authorization too), credential, cookie, session or private_key
 // (private-key, privatekey). It does not allocate.
 func SecretName(name string) bool {
-	for i := 0; i < len(name); i++ {
+	for i := 0; i+4 <= len(name); i++ { // the shortest needle, auth, has 4 bytes
+		if !nameStart[name[i]] {
+			continue
+		}
 		r := name[i:]
 		var found bool
-		switch name[i] | 0x20 { // ASCII lower case (and harmless for other bytes)
+		switch name[i] | 0x20 { // ASCII lower case of a letter; no other byte maps onto one
 		case 'a':
-			found = hasPrefixFold(r, "api_key") || hasPrefixFold(r, "api-key") || hasPrefixFold(r, "apikey") || hasPrefixFold(r, "auth")
+			switch lowerAt(r, 1) {
+			case 'p':
+				found = prefixLower(r, "api_key") || prefixLower(r, "api-key") || prefixLower(r, "apikey")
+			case 'u':
+				found = prefixLower(r, "auth")
+			}
 		case 't':
-			found = hasPrefixFold(r, "token")
+			found = lowerAt(r, 1) == 'o' && prefixLower(r, "token")
 		case 's':
-			found = hasPrefixFold(r, "secret") || hasPrefixFold(r, "session")
+			found = lowerAt(r, 1) == 'e' && (prefixLower(r, "secret") || prefixLower(r, "session"))
 		case 'p':
-			found = hasPrefixFold(r, "passw") && (hasPrefixFold(r, "password") || hasPrefixFold(r, "passwd")) ||
-				hasPrefixFold(r, "private_key") || hasPrefixFold(r, "private-key") || hasPrefixFold(r, "privatekey")
+			switch lowerAt(r, 1) {
+			case 'a':
+				found = prefixLower(r, "password") || prefixLower(r, "passwd")
+			case 'r':
+				found = prefixLower(r, "private_key") || prefixLower(r, "private-key") || prefixLower(r, "privatekey")
+			}
 		case 'c':
-			found = hasPrefixFold(r, "credential") || hasPrefixFold(r, "cookie")
+			found = lowerAt(r, 1) == 'r' && prefixLower(r, "credential") || lowerAt(r, 1) == 'o' && prefixLower(r, "cookie")
 		}
 		if found {
 			return true
 		}
 	}
 	return false
+}
+
+// nameStart marks the bytes a SecretName needle starts with.
+var nameStart = [256]bool{'a': true, 't': true, 's': true, 'p': true, 'c': true, 'A': true, 'T': true, 'S': true, 'P': true, 'C': true}
+
+// lowerAt is s[i] in ASCII lower case, 0 past the end.
+func lowerAt(s string, i int) byte {
+	if i >= len(s) {
+		return 0
+	}
+	c := s[i]
+	if c >= 'A' && c <= 'Z' {
+		c += 'a' - 'A'
+	}
+	return c
+}
+
+// prefixLower reports whether s starts with the lower-case ASCII w,
+// ignoring case.
+func prefixLower(s, w string) bool {
+	if len(s) < len(w) {
+		return false
+	}
+	for j := 0; j < len(w); j++ {
+		c := s[j]
+		if c >= 'A' && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c != w[j] {
+			return false
+		}
+	}
+	return true
 }
