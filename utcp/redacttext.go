@@ -405,8 +405,10 @@ func valueSpan(s string, v, e int) (int, int) {
 	return v, e
 }
 
-// isReference reports a value that is one ${VAR}, $VAR or {placeholder}.
+// isReference reports a value that is one ${VAR}, {placeholder} or
+// $VAR; a bare $VAR must be upper case (a password may start with $).
 func isReference(v string) bool {
+	valid := isWord
 	switch {
 	case strings.HasPrefix(v, "${") && strings.HasSuffix(v, "}"):
 		v = v[2 : len(v)-1]
@@ -414,6 +416,7 @@ func isReference(v string) bool {
 		v = v[1 : len(v)-1]
 	case strings.HasPrefix(v, "$"):
 		v = v[1:]
+		valid = func(c byte) bool { return c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' }
 	default:
 		return false
 	}
@@ -421,7 +424,7 @@ func isReference(v string) bool {
 		return false
 	}
 	for i := 0; i < len(v); i++ {
-		if !isWord(v[i]) {
+		if !valid(v[i]) {
 			return false
 		}
 	}
@@ -474,11 +477,19 @@ func userinfo(s string, i int) (int, int) {
 			return -1, -1
 		}
 	}
-	c := strings.IndexByte(s[j:i], ':')
+	// An unescaped @ in the password: the user info ends at the last @
+	// of the authority, as URL parsers read it.
+	end := i
+	for k := i + 1; k < len(s) && isUserinfoChar(s[k]) || k < len(s) && s[k] == '@'; k++ {
+		if s[k] == '@' {
+			end = k
+		}
+	}
+	c := strings.IndexByte(s[j:end], ':')
 	if c < 0 {
 		return -1, -1
 	}
-	return valueSpan(s, j+c+1, i)
+	return valueSpan(s, j+c+1, end)
 }
 
 func isUserinfoChar(c byte) bool {
