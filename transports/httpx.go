@@ -84,16 +84,9 @@ func IsLoopbackHost(host string) bool {
 
 // RedactURL renders u for messages and logs: without user info, with its
 // query replaced by "…" (it may hold an api_key of location query), and
-// without its fragment.
-func RedactURL(u *url.URL) string {
-	c := *u
-	c.User = nil
-	if c.RawQuery != "" {
-		c.RawQuery = "…"
-	}
-	c.Fragment = ""
-	return c.String()
-}
+// without its fragment; token shapes left in it are redacted. It is
+// utcp.RedactURL.
+func RedactURL(u *url.URL) string { return utcp.RedactURL(u) }
 
 // ClientOptions tune NewHTTPClient. The zero value gives the defaults.
 type ClientOptions struct {

@@ -9,21 +9,19 @@ import (
 // Redacted replaces secret values in output.
 const Redacted = "[redacted]"
 
-// secretKey matches the field names whose values are credentials: auth
-// fields, and header or environment names that carry keys or tokens.
-var secretKey = regexp.MustCompile(`(?i)(api[_-]?key|apikey|token|secret|password|passwd|authorization|auth|credential|cookie|session|private[_-]?key)`)
-
 // onlyVariables matches a string made only of ${VAR} / $VAR references
 // and literal text that is not itself a credential, e.g. "Bearer ${TOKEN}".
 var variableRef = regexp.MustCompile(`\$\{[A-Za-z0-9_]+\}|\$[A-Za-z0-9_]+`)
 
 // Redact returns a copy of the JSON document raw with the values of
-// secret-looking fields replaced by Redacted. A value that is only
-// variable references (with at most a short prefix such as "Bearer ") is
-// kept, because it names a variable rather than holding a secret. Values
-// under the keys var_name, location, auth_type, token_url, ownership and
-// grant_type describe auth and are kept too. Invalid JSON is returned as
-// Redacted.
+// secret-looking fields (SecretName) replaced by Redacted, and every other
+// string redacted by value (RedactText: secret URL query values, user
+// info and DSN passwords, token shapes). A value that is only variable
+// references (with at most a short prefix such as "Bearer ") is kept,
+// because it names a variable rather than holding a secret. Values under
+// the keys var_name, location, auth_type, token_url, ownership and
+// grant_type describe auth and are kept too (still redacted by value).
+// Invalid JSON is returned as Redacted.
 func Redact(raw json.RawMessage) json.RawMessage {
 	var v any
 	if err := json.Unmarshal(raw, &v); err != nil {
@@ -52,7 +50,7 @@ func redactValue(v any, secret bool) any {
 			s := secret
 			if authDescriptors[k] {
 				s = false
-			} else if secretKey.MatchString(k) {
+			} else if SecretName(k) {
 				s = true
 			}
 			out[k] = redactValue(val, s)
@@ -68,7 +66,7 @@ func redactValue(v any, secret bool) any {
 		if secret && !onlyVariables(x) {
 			return Redacted
 		}
-		return x
+		return RedactText(x)
 	case nil, bool:
 		return x
 	default:

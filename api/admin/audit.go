@@ -73,9 +73,17 @@ func (h *Handler) listAudit(w http.ResponseWriter, r *http.Request) {
 		out.Records = []audit.Record{}
 	}
 	for i := range out.Records {
-		if out.Records[i].Steps == nil {
-			out.Records[i].Steps = []audit.Step{}
+		rec := &out.Records[i]
+		// A guard's reason (a webhook's, say) or a requested name may
+		// quote a secret; the store keeps what happened, the answer
+		// shows it redacted.
+		rec.Tool, rec.Reason = utcp.RedactText(rec.Tool), utcp.RedactText(rec.Reason)
+		steps := make([]audit.Step, len(rec.Steps))
+		for j, st := range rec.Steps {
+			st.Reason = utcp.RedactText(st.Reason)
+			steps[j] = st
 		}
+		rec.Steps = steps
 	}
 	if len(recs) == q.EffectiveLimit() && len(recs) > 0 {
 		out.Next = strconv.FormatInt(recs[len(recs)-1].ID, 10)

@@ -77,11 +77,20 @@ func summary(r *review.Review, now time.Time) ReviewSummary {
 	if len(r.Arguments) > 0 {
 		out.Arguments = utcp.Redact(r.Arguments)
 	}
-	if out.Reasons == nil {
-		out.Reasons = []string{}
-	}
+	out.Reasons = redactTexts(out.Reasons)
+	out.Tool, out.Note, out.Message = utcp.RedactText(out.Tool), utcp.RedactText(out.Note), utcp.RedactText(out.Message)
 	if r.Outcome == utcp.CodeToolError || r.Outcome == utcp.CodeInvalidArguments {
 		out.Message = "" // may quote the tool's output or the arguments
+	}
+	return out
+}
+
+// redactTexts returns ss redacted by value (utcp.RedactText), never nil;
+// ss itself is not modified.
+func redactTexts(ss []string) []string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = utcp.RedactText(s)
 	}
 	return out
 }

@@ -118,9 +118,12 @@ func reviewStatus(rv *review.Review) ReviewStatus {
 		ID: rv.ID, Tool: rv.Tool, Status: rv.Status, Reasons: rv.Reasons, Created: rv.Created, Expires: rv.Expires,
 		Decided: rv.Decided, Note: rv.Note, Done: rv.Status.Final(), Dispatched: rv.Dispatched, Next: rv.Next,
 	}
-	if out.Reasons == nil {
-		out.Reasons = []string{}
+	reasons := make([]string, len(out.Reasons))
+	for i, s := range out.Reasons {
+		reasons[i] = utcp.RedactText(s)
 	}
+	out.Reasons = reasons
+	out.Tool, out.Note = utcp.RedactText(out.Tool), utcp.RedactText(out.Note)
 	if rv.Status != review.StatusDone && rv.Status != review.StatusInterrupted {
 		return out
 	}

@@ -158,6 +158,16 @@ func Problem(err error) (int, Envelope) {
 		body.Message = internalMessage
 		body.Details = map[string]any{}
 	}
+	// A message or detail may quote a URL with its api_key, a DSN or a
+	// token (a tool's or transport's error, a parse error of a template):
+	// every error answer's message and string details are redacted by
+	// value.
+	body.Message = utcp.RedactText(body.Message)
+	for k, v := range body.Details {
+		if s, ok := v.(string); ok && utcp.HasSecretText(s) {
+			body.Details[k] = utcp.RedactText(s)
+		}
+	}
 	return Status(code), Envelope{body}
 }
 

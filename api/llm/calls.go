@@ -332,7 +332,9 @@ func errorValue(err error) map[string]any {
 	if code == "" {
 		code = utcp.CodeInternal
 	}
-	return map[string]any{"error": err.Error(), "code": string(code)}
+	// A transport's or template's error may quote a URL with its
+	// api_key, or a token: the model sees it redacted (utcp.RedactText).
+	return map[string]any{"error": utcp.RedactText(err.Error()), "code": string(code)}
 }
 
 // text renders a result or failure as a string.

@@ -74,7 +74,7 @@ unusable configuration.`,
 			if err != nil {
 				return &exitError{code: exitUsage, err: fmt.Errorf("--log-level: %v", err)}
 			}
-			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
+			log := slog.New(utcp.RedactHandler(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level})))
 			opts := mcpfront.Options{
 				Name: "utcpd", Version: versionString(), CallTimeout: timeout, ShortNames: shortNames,
 				Principal: "stdio", Logger: log,

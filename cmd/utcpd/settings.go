@@ -546,14 +546,15 @@ func parseLevel(s string) (slog.Level, error) {
 }
 
 // newLogger returns the daemon's logger: slog to stderr in the settings'
-// format and level.
+// format and level, through utcp.RedactHandler so that no line shows a
+// secret (by attribute name or by value).
 func newLogger(s *settings) *slog.Logger {
 	level, _ := parseLevel(s.LogLevel)
 	opts := &slog.HandlerOptions{Level: level}
 	if s.LogFormat == "json" {
-		return slog.New(slog.NewJSONHandler(os.Stderr, opts))
+		return slog.New(utcp.RedactHandler(slog.NewJSONHandler(os.Stderr, opts)))
 	}
-	return slog.New(slog.NewTextHandler(os.Stderr, opts))
+	return slog.New(utcp.RedactHandler(slog.NewTextHandler(os.Stderr, opts)))
 }
 
 // jsonDuration reads a duration written as a Go duration string ("30s",

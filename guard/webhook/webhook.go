@@ -71,6 +71,7 @@ import (
 
 	"github.com/utcpd/utcpd/guard"
 	"github.com/utcpd/utcpd/guard/internal/kindcfg"
+	"github.com/utcpd/utcpd/utcp"
 )
 
 // Kind is the guard kind this package registers in guard.Default.
@@ -280,11 +281,15 @@ func loopback(host string) bool {
 }
 
 // redactURLError keeps a URL parse error's reason without the URL, which
-// may carry credentials.
+// may carry credentials; what is left is redacted by value too (a reason
+// can quote part of the URL).
 func redactURLError(err error) error {
 	var ue *url.Error
 	if errors.As(err, &ue) {
-		return ue.Err
+		err = ue.Err
+	}
+	if msg := err.Error(); utcp.HasSecretText(msg) {
+		return errors.New(utcp.RedactText(msg))
 	}
 	return err
 }
@@ -387,7 +392,7 @@ func (g *Guard) Evaluate(ctx context.Context, call *guard.Call) (guard.Verdict, 
 		log.Warn("webhook answer invalid", "status", resp.StatusCode, "error", err)
 		return fail(err.Error(), status)
 	}
-	v := guard.Verdict{Decision: r.Decision, Reason: truncate(r.Reason, maxReasonLen)}
+	v := guard.Verdict{Decision: r.Decision, Reason: truncate(utcp.RedactText(r.Reason), maxReasonLen)}
 	if v.Reason == "" {
 		v.Reason = "webhook decided " + string(r.Decision)
 	}

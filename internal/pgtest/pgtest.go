@@ -37,6 +37,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/utcpd/utcpd/utcp"
 )
 
 // Environment variables the package reads.
@@ -290,13 +292,8 @@ func (s *Server) Database(t testing.TB) string {
 	return u.String()
 }
 
-func redact(dsn string) string {
-	u, err := url.Parse(dsn)
-	if err != nil {
-		return "(unparsable DSN)"
-	}
-	return u.Redacted()
-}
+// redact shows a DSN, URL or key=value form, without its password.
+func redact(dsn string) string { return utcp.RedactText(dsn) }
 
 var (
 	shared    *Server
