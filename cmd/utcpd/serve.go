@@ -27,6 +27,7 @@ import (
 	"github.com/utcpd/utcpd/gateway/audit"
 	"github.com/utcpd/utcpd/guard"
 	"github.com/utcpd/utcpd/guard/review"
+	"github.com/utcpd/utcpd/internal/netguard"
 	"github.com/utcpd/utcpd/manuals"
 	"github.com/utcpd/utcpd/registry"
 	"github.com/utcpd/utcpd/registry/memstore"
@@ -434,6 +435,9 @@ func (d *daemon) run(ctx context.Context, stdout io.Writer, loopback bool) error
 	if err != nil {
 		return fmt.Errorf("listening on %s: %w", s.Listen, err)
 	}
+	// No remote manual's tool, and no redirect, may connect back to the
+	// daemon's own listener (internal/netguard).
+	defer netguard.RegisterListener(ln.Addr())()
 	// Calls in flight run on callsCtx, which outlives the listener until
 	// the drain deadline.
 	callsCtx, cancelCalls := context.WithCancel(context.WithoutCancel(ctx))
