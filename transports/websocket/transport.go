@@ -21,8 +21,8 @@ import (
 
 	"github.com/gorilla/websocket"
 
-	"github.com/utcpd/utcpd/manuals"
 	"github.com/utcpd/utcpd/internal/netguard"
+	"github.com/utcpd/utcpd/manuals"
 	"github.com/utcpd/utcpd/transports"
 	"github.com/utcpd/utcpd/utcp"
 )
