@@ -10,7 +10,8 @@ const mod = "github.com/utcpd/utcpd"
 
 // TestDependencyDirection keeps the package graph DESIGN.md draws:
 // utcp ← manuals ← registry ← gateway ← api ← cmd/utcpd; a transport imports
-// only transports, its helper packages, utcp and manuals; a guard imports
+// only transports, its helper packages, utcp, manuals and internal/netguard
+// (the dial-time address check); a guard imports
 // only guard and utcp; nothing imports cmd/.
 func TestDependencyDirection(t *testing.T) {
 	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}}{{range .Imports}} {{.}}{{end}}`, "./...").Output()
@@ -50,10 +51,12 @@ func forbidden(pkg, dep string) string {
 	case under(pkg, "/guard") && !(dep == "/utcp" || under(dep, "/guard")):
 		return "a guard imports only guard and utcp"
 	case under(pkg, "/transports") && !under(pkg, "/transports/all") && !under(pkg, "/transports/transporttest"):
-		if dep == "/utcp" || dep == "/manuals" || dep == "/transports" {
+		if dep == "/utcp" || dep == "/manuals" || dep == "/transports" || dep == "/internal/netguard" {
 			return ""
 		}
-		return "a transport imports only transports, utcp and manuals"
+		return "a transport imports only transports, utcp, manuals and internal/netguard"
+	case pkg == "/internal/netguard" && dep != "/utcp":
+		return "netguard imports only utcp"
 	case under(pkg, "/gateway") && (under(dep, "/api")):
 		return "gateway must not import api"
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/utcpd/utcpd/gateway/audit"
 	"github.com/utcpd/utcpd/guard"
 	"github.com/utcpd/utcpd/guard/review"
+	"github.com/utcpd/utcpd/internal/netguard"
 	"github.com/utcpd/utcpd/registry"
 	"github.com/utcpd/utcpd/transports"
 	"github.com/utcpd/utcpd/utcp"
@@ -26,6 +27,7 @@ type toolState struct {
 	manualTmpl  *utcp.CallTemplate // the manual's template: allowed protocols
 	hasVars     bool               // tmpl needs substitution per call
 	schema      *schema            // argument validator, nil when any object is accepted
+	policy      *netguard.Policy   // set for a tool template from a remote manual (remote.go)
 	resolved    atomic.Pointer[resolvedTemplate]
 }
 
@@ -67,6 +69,8 @@ type prepared struct {
 	tool  *registry.Tool
 	state *manualState
 	tr    transports.Transport
+	// policy confines the connections of a remote manual's tool.
+	policy *netguard.Policy
 }
 
 // CallTool calls a tool once. In order: the guard chain decides; the name
@@ -93,7 +97,7 @@ func (g *Gateway) call(ctx context.Context, name string, args map[string]any, op
 	if err != nil {
 		return nil, false, g.finish(ctx, &rec, t, nil, err)
 	}
-	dctx := ctx
+	dctx := netguard.WithPolicy(ctx, p.policy)
 	if opts.Timeout > 0 {
 		var cancel context.CancelFunc
 		dctx, cancel = context.WithTimeout(ctx, opts.Timeout)
@@ -173,6 +177,7 @@ func (g *Gateway) CallToolStreaming(ctx context.Context, name string, args map[s
 	if opts.Timeout > 0 {
 		ctx, cancel = context.WithTimeout(ctx, opts.Timeout)
 	}
+	ctx = netguard.WithPolicy(ctx, p.policy)
 	rec.Dispatched = true
 	var stream transports.Stream
 	if st, ok := p.tr.(transports.Streamer); ok {
@@ -248,7 +253,7 @@ func (g *Gateway) prepare(ctx context.Context, name string, args map[string]any,
 		args = map[string]any{}
 	}
 	p.call = utcp.Call{Tool: tool.Name, Manual: tool.Manual, Name: ts.backendName, Template: tmpl, Arguments: args, Principal: opts.Principal}
-	p.tool, p.state, p.tr = tool, state, tr
+	p.tool, p.state, p.tr, p.policy = tool, state, tr, ts.policy
 	state.calls.RLock()
 	return p, nil
 }
@@ -266,6 +271,11 @@ func (g *Gateway) templateFor(tool *registry.Tool, ts *toolState) (*utcp.CallTem
 	tmpl, err := g.resolve(ts.tmpl, tool.Manual)
 	if err != nil {
 		return nil, err
+	}
+	if ts.policy != nil {
+		if err := confine(ts.policy, tmpl); err != nil {
+			return nil, forbiddenTemplate(tool.Name, ts.policy, err)
+		}
 	}
 	ts.resolved.Store(&resolvedTemplate{gen: gen, tmpl: tmpl})
 	return tmpl, nil

@@ -111,6 +111,10 @@ func (g *Gateway) RegisterManual(ctx context.Context, raw json.RawMessage, opts 
 	if err != nil {
 		return nil, err
 	}
+	pol, err := remotePolicy(name, resolved)
+	if err != nil {
+		return nil, err
+	}
 	tr, err := g.transport(tmpl.Type)
 	if err != nil {
 		return nil, err
@@ -134,6 +138,12 @@ func (g *Gateway) RegisterManual(ctx context.Context, raw json.RawMessage, opts 
 		}
 		if tool == nil {
 			continue
+		}
+		if warns, keep := g.confineRemote(pol, &tmpl, tool); len(warns) > 0 || !keep {
+			res.Warnings = append(res.Warnings, warns...)
+			if !keep {
+				continue
+			}
 		}
 		if seen[tool.Name] {
 			res.Warnings = append(res.Warnings, fmt.Sprintf("tool %q listed twice; the first one is kept", tool.Name))

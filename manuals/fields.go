@@ -4,7 +4,7 @@ import "slices"
 
 // BaseTemplateFields are the fields every call template has, whatever its
 // call_template_type.
-var BaseTemplateFields = []string{"name", "call_template_type", "auth", "allowed_communication_protocols"}
+var BaseTemplateFields = []string{"name", "call_template_type", "auth", "allowed_communication_protocols", "allowed_hosts"}
 
 // TemplateFields lists, for each standard call_template_type, the fields
 // UTCP v1.1 defines beyond BaseTemplateFields (python-utcp 1.1 models; the

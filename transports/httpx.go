@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/utcpd/utcpd/internal/netguard"
 	"github.com/utcpd/utcpd/utcp"
 )
 
@@ -143,7 +144,17 @@ func allowInsecureFrom(ctx context.Context) bool {
 //     of the chain, so Authorization, Cookie, api-key headers under any
 //     var_name, template headers that may carry secrets, and a Referer
 //     holding a query-string key do not follow;
-//   - at most 10 redirects.
+//   - at most 10 redirects;
+//   - every connection dialled through netguard (netguard.DialContext): a
+//     request whose context carries a netguard.Policy (a remote manual's
+//     tool) cannot reach link-local, metadata or unspecified addresses,
+//     loopback or private ranges outside its manual's origin and
+//     allowed_hosts, or the daemon's own listeners; and every redirect
+//     hop, whoever wrote the template, is marked netguard.WithRedirect and
+//     checked before it is sent (netguard.CheckURL, its name resolved) and
+//     when it dials, so that no redirect leads into the daemon's own
+//     listeners or to link-local and metadata addresses. Such a refusal is
+//     a *utcp.Error of code forbidden.
 //
 // The client is safe for concurrent use; CloseIdleConnections releases its
 // pool.
@@ -158,10 +169,10 @@ func NewHTTPClient(opts ClientOptions) *http.Client {
 	}
 	tr := &http.Transport{
 		Proxy: http.ProxyFromEnvironment,
-		DialContext: (&net.Dialer{
+		DialContext: netguard.DialContext(&net.Dialer{
 			Timeout:   30 * time.Second,
 			KeepAlive: 30 * time.Second,
-		}).DialContext,
+		}),
 		ForceAttemptHTTP2:     true,
 		MaxIdleConns:          4 * perHost,
 		MaxIdleConnsPerHost:   perHost,
@@ -171,7 +182,7 @@ func NewHTTPClient(opts ClientOptions) *http.Client {
 		TLSClientConfig:       opts.TLSClientConfig,
 	}
 	return &http.Client{
-		Transport: tr,
+		Transport: guardedTransport{tr},
 		CheckRedirect: func(req *http.Request, via []*http.Request) error {
 			if maxRedirects < 0 {
 				return utcp.NewError(utcp.CodeTransportError, "redirect to %s refused: redirects are disabled", RedactURL(req.URL))
@@ -199,6 +210,31 @@ func NewHTTPClient(opts ClientOptions) *http.Client {
 		},
 	}
 }
+
+// guardedTransport marks redirect hops for netguard and checks every
+// request netguard has a say in before it is sent (a pooled connection,
+// or one through a proxy, dials nothing of the destination here).
+type guardedTransport struct{ base *http.Transport }
+
+func (g guardedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	ctx := req.Context()
+	if req.Response != nil { // the client made req to follow a redirect
+		ctx = netguard.WithRedirect(ctx)
+		req = req.WithContext(ctx)
+	}
+	if netguard.PolicyFrom(ctx) != nil || netguard.IsRedirect(ctx) {
+		if err := netguard.CheckURL(ctx, req.URL, netguard.IsRedirect(ctx) || netguard.ProxyConfigured()); err != nil {
+			if req.Body != nil {
+				req.Body.Close()
+			}
+			return nil, err
+		}
+	}
+	return g.base.RoundTrip(req)
+}
+
+// CloseIdleConnections closes the pooled idle connections.
+func (g guardedTransport) CloseIdleConnections() { g.base.CloseIdleConnections() }
 
 // redirectSafeHeaders survive a cross-origin redirect; all others are dropped.
 var redirectSafeHeaders = map[string]bool{

@@ -120,7 +120,7 @@ type Validator interface {
 }
 
 // baseFields are the call-template fields every type has.
-var baseFields = []string{"name", "call_template_type", "auth", "allowed_communication_protocols"}
+var baseFields = []string{"name", "call_template_type", "auth", "allowed_communication_protocols", "allowed_hosts"}
 
 // DecodeTemplate is the common ParseTemplate: it decodes the base fields
 // of raw into a utcp.CallTemplate and the type-specific fields into spec (a

@@ -39,7 +39,7 @@ const (
 	CodePayloadTooLarge      Code = "payload_too_large"      // a body or output is over its cap
 	CodeUnsupportedMediaType Code = "unsupported_media_type" // a POST or PUT not sent as application/json
 	CodeUnauthorized         Code = "unauthorized"           // missing or wrong credentials
-	CodeForbidden            Code = "forbidden"              // the caller may not use this surface from where it is
+	CodeForbidden            Code = "forbidden"              // the caller may not use this surface from where it is; or an outgoing connection the trust rules refuse (internal/netguard)
 	CodeNotFound             Code = "not_found"              // no such route or object
 	CodeMethodNotAllowed     Code = "method_not_allowed"     // wrong HTTP method
 	CodeUnavailable          Code = "unavailable"            // the daemon is not ready

@@ -51,6 +51,11 @@ type CallTemplate struct {
 	Type                          string   `json:"call_template_type"`
 	Auth                          *Auth    `json:"auth,omitempty"`
 	AllowedCommunicationProtocols []string `json:"allowed_communication_protocols,omitempty"`
+	// AllowedHosts, on a manual call template, lists the hosts ("host" for
+	// every port, "host:port" for one) that the tools of a remote manual
+	// may reach besides the manual's own origin. utcpd extension; the
+	// admin's choice, ignored on tool templates.
+	AllowedHosts []string `json:"allowed_hosts,omitempty"`
 
 	// Raw is the full template object as JSON.
 	Raw json.RawMessage `json:"-"`

@@ -28,6 +28,7 @@ import (
 	"github.com/utcpd/utcpd/gateway/audit"
 	"github.com/utcpd/utcpd/guard"
 	"github.com/utcpd/utcpd/guard/review"
+	"github.com/utcpd/utcpd/internal/netguard"
 	"github.com/utcpd/utcpd/manuals"
 	"github.com/utcpd/utcpd/registry"
 	"github.com/utcpd/utcpd/registry/memstore"
@@ -455,6 +456,9 @@ func (d *daemon) run(ctx context.Context, stdout io.Writer, loopback bool) error
 		return fmt.Errorf("listening on %s: %w", s.Listen, err)
 	}
 	ln = limitListener(ln, s.MaxConnections)
+	// No remote manual's tool, and no redirect, may connect back to the
+	// daemon's own listener (internal/netguard).
+	defer netguard.RegisterListener(ln.Addr())()
 	// Calls in flight run on callsCtx, which outlives the listener until
 	// the drain deadline.
 	callsCtx, cancelCalls := context.WithCancel(context.WithoutCancel(ctx))

@@ -13,6 +13,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/utcpd/utcpd/internal/netguard"
 	"github.com/utcpd/utcpd/transports"
 	"github.com/utcpd/utcpd/utcp"
 )
@@ -110,7 +111,7 @@ func (t *Transport) subscribe(ctx context.Context, spec *Template, auth *utcp.Au
 		Proxy:            http.ProxyFromEnvironment,
 		HandshakeTimeout: hs,
 		Subprotocols:     []string{Subprotocol},
-		NetDialContext:   (&net.Dialer{KeepAlive: 30 * time.Second}).DialContext,
+		NetDialContext:   netguard.DialContext(&net.Dialer{KeepAlive: 30 * time.Second}),
 	}
 	ws, resp, err := d.DialContext(hctx, req.URL.String(), req.Header)
 	if err != nil {

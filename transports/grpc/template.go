@@ -273,6 +273,19 @@ func (t *Template) maxMessage() int {
 // targetHost returns the host a target reaches, and whether the target is
 // a local socket (unix, unix-abstract).
 func targetHost(target string) (host string, local bool) {
+	rest, local := targetAddr(target)
+	if local {
+		return "", true
+	}
+	if h, _, err := net.SplitHostPort(rest); err == nil {
+		return h, false
+	}
+	return strings.Trim(rest, "[]"), false
+}
+
+// targetAddr returns the address part ("host:port" or host) of a target,
+// and whether the target is a local socket (unix, unix-abstract).
+func targetAddr(target string) (addr string, local bool) {
 	rest := target
 	if scheme, after, ok := strings.Cut(target, ":"); ok && !strings.Contains(scheme, "/") && !strings.Contains(scheme, "[") {
 		switch strings.ToLower(scheme) {
@@ -291,10 +304,7 @@ func targetHost(target string) (host string, local bool) {
 			}
 		}
 	}
-	if h, _, err := net.SplitHostPort(rest); err == nil {
-		return h, false
-	}
-	return strings.Trim(rest, "[]"), false
+	return rest, false
 }
 
 // checkTarget refuses plaintext to a host that is not loopback unless

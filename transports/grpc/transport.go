@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"sort"
 	"strings"
@@ -30,6 +31,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoregistry"
 	"google.golang.org/protobuf/types/dynamicpb"
 
+	"github.com/utcpd/utcpd/internal/netguard"
 	"github.com/utcpd/utcpd/transports"
 	"github.com/utcpd/utcpd/utcp"
 )
@@ -454,6 +456,22 @@ func dial(spec *Template, extra ...ggrpc.DialOption) (*ggrpc.ClientConn, error) 
 	return conn, nil
 }
 
+// guardedDialer dials the connections of a call under pol through
+// netguard, judging the resolved addresses gRPC hands it as the
+// template's host. A local socket target is refused (the gateway drops
+// such remote templates at registration already).
+func guardedDialer(spec *Template, pol *netguard.Policy) ggrpc.DialOption {
+	host, _ := targetHost(spec.target())
+	dial := netguard.DialContext(&net.Dialer{KeepAlive: 30 * time.Second})
+	return ggrpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
+		if strings.HasPrefix(addr, "unix:") {
+			return nil, utcp.NewError(utcp.CodeForbidden, "grpc: a tool of remote manual %q may not use the local socket %s", pol.Manual(), addr)
+		}
+		ctx = netguard.WithDialHost(netguard.WithPolicy(ctx, pol), host)
+		return dial(ctx, "tcp", addr)
+	})
+}
+
 // outgoing adds the template's metadata and the auth's credentials to ctx.
 func (t *Transport) outgoing(ctx context.Context, spec *Template, auth *utcp.Auth) (context.Context, error) {
 	if pairs := spec.pairs(); len(pairs) > 0 {
@@ -532,7 +550,7 @@ func (t *Transport) start(ctx context.Context, call *utcp.Call) (*invocation, er
 	if err := checkTarget(spec); err != nil {
 		return nil, err
 	}
-	ts, conn, err := t.state(call.Manual, spec)
+	ts, conn, err := t.state(call.Manual, spec, netguard.PolicyFrom(ctx))
 	if err != nil {
 		return nil, err
 	}
@@ -575,8 +593,17 @@ func (t *Transport) start(ctx context.Context, call *utcp.Call) (*invocation, er
 
 // state returns the manual's tools and its connection for spec, dialling
 // it the first time.
-func (t *Transport) state(manual string, spec *Template) (*toolSet, *ggrpc.ClientConn, error) {
+//
+// A call under a netguard policy (a remote manual's tool) gets a
+// connection of its own, dialled through netguard with that policy: gRPC
+// dials in the background, without the call's context.
+func (t *Transport) state(manual string, spec *Template, pol *netguard.Policy) (*toolSet, *ggrpc.ClientConn, error) {
 	key := spec.connKey()
+	var extra []ggrpc.DialOption
+	if pol != nil {
+		key += fmt.Sprintf("\x00policy %p", pol)
+		extra = append(extra, guardedDialer(spec, pol))
+	}
 	t.mu.RLock()
 	closed := t.closed
 	st := t.manuals[manual]
@@ -594,7 +621,7 @@ func (t *Transport) state(manual string, spec *Template) (*toolSet, *ggrpc.Clien
 	case conn != nil:
 		return ts, conn, nil
 	}
-	conn, err := dial(spec)
+	conn, err := dial(spec, extra...)
 	if err != nil {
 		return nil, nil, err
 	}

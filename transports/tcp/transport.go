@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/utcpd/utcpd/internal/netguard"
 	"github.com/utcpd/utcpd/transports"
 	"github.com/utcpd/utcpd/utcp"
 )
@@ -556,7 +557,7 @@ func (t *Transport) get(ctx context.Context, manual, key string, spec *Template)
 		return c, nil
 	}
 	t.mu.Unlock()
-	nc, err := t.dialer.DialContext(ctx, "tcp", spec.addr())
+	nc, err := netguard.DialContext(&t.dialer)(ctx, "tcp", spec.addr())
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/utcpd/utcpd/internal/netguard"
 	"github.com/utcpd/utcpd/transports"
 	"github.com/utcpd/utcpd/utcp"
 )
@@ -349,7 +350,7 @@ func (t *Transport) socket(ctx context.Context, key string, spec *Template) (net
 		return nc, nil
 	}
 	t.mu.Unlock()
-	nc, err := t.dialer.DialContext(ctx, "udp", spec.addr())
+	nc, err := netguard.DialContext(&t.dialer)(ctx, "udp", spec.addr())
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()

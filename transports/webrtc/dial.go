@@ -16,6 +16,7 @@ import (
 	"github.com/gorilla/websocket"
 	"github.com/pion/webrtc/v4"
 
+	"github.com/utcpd/utcpd/internal/netguard"
 	"github.com/utcpd/utcpd/transports"
 	"github.com/utcpd/utcpd/utcp"
 )
@@ -325,7 +326,7 @@ func (t *Transport) signalWebSocket(ctx context.Context, p *peer, spec *Template
 	if err := transports.ApplyAuth(ctx, req, auth, t.tokens); err != nil {
 		return err
 	}
-	d := websocket.Dialer{Proxy: http.ProxyFromEnvironment, HandshakeTimeout: spec.connectTimeout()}
+	d := websocket.Dialer{Proxy: http.ProxyFromEnvironment, HandshakeTimeout: spec.connectTimeout(), NetDialContext: netguard.DialContext(nil)}
 	ws, resp, err := d.DialContext(ctx, req.URL.String(), req.Header)
 	if err != nil {
 		if ctx.Err() != nil {

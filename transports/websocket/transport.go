@@ -21,6 +21,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/utcpd/utcpd/internal/netguard"
 	"github.com/utcpd/utcpd/manuals"
 	"github.com/utcpd/utcpd/transports"
 	"github.com/utcpd/utcpd/utcp"
@@ -551,7 +552,7 @@ func (t *Transport) dial(ctx context.Context, spec *Template, auth *utcp.Auth, e
 		Proxy:            http.ProxyFromEnvironment,
 		HandshakeTimeout: spec.timeout(),
 		Subprotocols:     offered,
-		NetDialContext:   (&net.Dialer{KeepAlive: 30 * time.Second}).DialContext,
+		NetDialContext:   netguard.DialContext(&net.Dialer{KeepAlive: 30 * time.Second}),
 	}
 	ws, resp, err := d.DialContext(ctx, req.URL.String(), req.Header)
 	if err != nil {
