@@ -354,3 +354,30 @@ func runBash(dir, script string) (string, error) {
 	out, err := cmd.CombinedOutput()
 	return string(out), err
 }
+
+// TestEveryBuiltinClassified: each builtin of the installed bash is known
+// to the parser as a data builtin, a declaration builtin, a refused one
+// or a wrapper, so a builtin that evaluates its arguments is never taken
+// for a program.
+func TestEveryBuiltinClassified(t *testing.T) {
+	out, err := exec.Command("bash", "--noprofile", "--norc", "-c", "compgen -b").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := strings.Fields(string(out))
+	if len(names) < 50 {
+		t.Fatalf("compgen -b listed %d builtins: %q", len(names), names)
+	}
+	for _, n := range names {
+		_, refused := refusedBuiltins[n]
+		known := 0
+		for _, in := range []bool{dataBuiltins[n], declBuiltins[n], refused, n == "command" || n == "builtin" || n == "exec"} {
+			if in {
+				known++
+			}
+		}
+		if known != 1 {
+			t.Errorf("builtin %q is in %d classes, want exactly 1", n, known)
+		}
+	}
+}
