@@ -153,6 +153,9 @@ func fillURL(raw string, args map[string]any) (string, error) {
 		if query >= 0 && loc[0] > query {
 			b.WriteString(url.QueryEscape(s))
 		} else {
+			if err := CheckPathValue(name, s); err != nil {
+				return "", err
+			}
 			b.WriteString(url.PathEscape(s))
 		}
 		last = loc[1]
@@ -171,6 +174,32 @@ func fillURL(raw string, args map[string]any) (string, error) {
 		delete(args, name)
 	}
 	return b.String(), nil
+}
+
+// CheckPathValue refuses (invalid_arguments) the value s of URL path
+// placeholder name when it could name another resource than the one the
+// template means: a value that is, or holds a segment that is, "." or
+// "..", once percent-decoded (repeatedly, as some servers and proxies
+// decode more than once) and split at "/" and "\". The value is still
+// path-escaped, so "/" in it never adds a segment for a server that
+// decodes once; a plain "a/b" is accepted.
+func CheckPathValue(name, s string) error {
+	d := s
+	for range 4 {
+		u, err := url.PathUnescape(d)
+		if err != nil || u == d {
+			break
+		}
+		d = u
+	}
+	for seg := range strings.FieldsFuncSeq(d, func(r rune) bool { return r == '/' || r == '\\' }) {
+		if seg == "." || seg == ".." {
+			return utcp.NewError(utcp.CodeInvalidArguments,
+				"argument %q: a URL path parameter must not be, or contain a segment that is, \".\" or \"..\" (even percent-encoded): the request would reach another path", name).
+				WithDetail("argument", name)
+		}
+	}
+	return nil
 }
 
 // EncodeQuery renders args as a query string with sorted keys; nil values

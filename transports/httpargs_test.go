@@ -141,3 +141,41 @@ func TestHTTPStatusError(t *testing.T) {
 		t.Errorf("message %q leaks the query", msg)
 	}
 }
+
+// TestPathPlaceholderDotSegmentsRefused: a path placeholder value that is,
+// or holds a segment that is, "." or "..", percent-encoded or not, is
+// invalid_arguments; other values, "/" included, are escaped as before.
+func TestPathPlaceholderDotSegmentsRefused(t *testing.T) {
+	m := &HTTPMapping{URL: "http://127.0.0.1:1/files/{name}/raw?v={q}"}
+	for _, v := range []string{".", "..", "%2e%2e", "%2E.", ".%2e", "%252e%252e", "../admin", "a/../../admin", `..\admin`, "x/./y", "%2e%2e%2fadmin", "..%2Fadmin", "%25252e%25252e"} {
+		_, err := m.Map(map[string]any{"name": v, "q": "x"})
+		if utcp.CodeOf(err) != utcp.CodeInvalidArguments || !strings.Contains(err.Error(), `"name"`) {
+			t.Errorf("name %q: err = %v, want invalid_arguments naming the argument", v, err)
+		}
+	}
+	for v, want := range map[string]string{
+		"a/b":    "/files/a%2Fb/raw",
+		"...":    "/files/.../raw",
+		"a..b":   "/files/a..b/raw",
+		".hid":   "/files/.hid/raw",
+		"x y":    "/files/x%20y/raw",
+		"..json": "/files/..json/raw",
+	} {
+		req, err := m.Map(map[string]any{"name": v, "q": "x"})
+		if err != nil {
+			t.Errorf("name %q: %v", v, err)
+			continue
+		}
+		if got := req.URL.EscapedPath(); got != want {
+			t.Errorf("name %q: path %q, want %q", v, got, want)
+		}
+	}
+	if _, err := m.Map(map[string]any{"name": "%2e"}); utcp.CodeOf(err) != utcp.CodeInvalidArguments {
+		t.Errorf(`name "%%2e": err = %v, want invalid_arguments`, err)
+	}
+	// Query placeholders are query data: ".." is fine there.
+	req, err := m.Map(map[string]any{"name": "a", "q": ".."})
+	if err != nil || req.URL.RawQuery != "v=.." {
+		t.Errorf("q \"..\": %v, %v", req, err)
+	}
+}

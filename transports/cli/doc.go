@@ -16,7 +16,8 @@
 //	  "inherit_env_vars": ["PATH", "HOME"],
 //	  "working_dir": "/repo",
 //	  "timeout": 30000,
-//	  "stdin_arguments": false
+//	  "stdin_arguments": false,
+//	  "allow_dash_arguments": []
 //	}
 //
 // commands is required and must not be empty. auth must be null. env_vars
@@ -60,17 +61,27 @@
 // JSON-encoded. A placeholder escaped with a backslash or inside a comment
 // is left alone. A missing argument is an invalid_arguments error.
 //
-// Bash evaluates values in arithmetic contexts as expressions, and an
-// expression such as a[$(cmd)] runs cmd. A template with a placeholder in
-// $((...)), ((...)), $[...], a let command, an array subscript ${a[...]}
-// or a [[ ]] test using -eq, -ne, -lt, -le, -gt or -ge is therefore
-// invalid; copy the value into a variable, check it, then compute:
+// A placeholder is accepted only where bash treats its value as data:
+// an argument of a program, a function or a builtin whose arguments are
+// plain words, a plain assignment value (not to one of bash's own
+// variables or a variable the template gives attributes), a redirection
+// target, a case or for word, a [[ ]] string operand, or the word of a
+// ${x:-word}-style expansion in those positions. Any other position
+// (arithmetic, variable names, code, the command name, here-documents,
+// positions the parser does not know) makes the template invalid, with
+// an error naming the step, the command and the context. To compute with
+// a value, copy it into a variable, check it, then compute:
 //
 //	n=UTCP_ARG_n_UTCP_END; [[ $n =~ ^[0-9]+$ ]] || exit 2; echo $((n + 1))
 //
-// Placeholders cannot protect code that evaluates its input again either:
-// never put one inside eval, bash -c '...', ssh host '...' or a
-// here-document (which the lexer does not recognise).
+// A value starting with "-" whose placeholder begins an argument word is
+// refused (invalid_arguments) unless allow_dash_arguments lists the
+// argument, so a caller cannot turn an operand into an option.
+//
+// Placeholders cannot protect code that evaluates its input again: a
+// variable later used in $((...)), eval, ssh host '...', or a program
+// that runs its argument (find -exec, xargs) is the template's own
+// responsibility.
 //
 // The process gets its own process group. When the timeout passes, the
 // context ends, the output exceeds its cap or the transport closes, the

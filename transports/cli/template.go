@@ -49,6 +49,14 @@ type Template struct {
 	// discovery). Use it for large or structured arguments: Linux limits
 	// one environment string, and so one placeholder value, to 128 KiB.
 	StdinArguments bool `json:"stdin_arguments,omitempty"`
+	// AllowDashArguments, a utcpd extension, names the arguments whose
+	// values may start with "-" where their placeholder begins a command
+	// argument word. Elsewhere such a value is refused (invalid_arguments),
+	// so that a caller cannot turn an operand into an option (sort
+	// --output=/path). List an argument only when the command treats the
+	// word as an operand whatever it holds (after --, say) or when any
+	// option is harmless. Each name must be a placeholder of the commands.
+	AllowDashArguments []string `json:"allow_dash_arguments,omitempty"`
 }
 
 // DefaultInherit lists the daemon environment variables a process
@@ -73,9 +81,9 @@ func (t *Template) Validate() error {
 		if strings.ContainsRune(c.Command, 0) {
 			return fmt.Errorf("field commands[%d].command contains a NUL byte", i)
 		}
-		if err := checkPlaceholders(c.Command); err != nil {
-			return fmt.Errorf("field commands[%d].command: %w", i, err)
-		}
+	}
+	if err := t.checkPlaceholders(); err != nil {
+		return err
 	}
 	for k, v := range t.EnvVars {
 		if err := checkEnvName(k); err != nil {
@@ -109,16 +117,45 @@ func checkEnvName(k string) error {
 	return nil
 }
 
-// checkPlaceholders refuses placeholders in arithmetic contexts.
-func checkPlaceholders(cmd string) error {
-	arith := rewrite(cmd, func(string) string { return "V" }).arith
-	if len(arith) == 0 {
-		return nil
+// checkPlaceholders refuses a template with a placeholder in a position
+// where bash evaluates its value rather than passing it on as data (see
+// shellparse.go for the positions accepted), and allow_dash_arguments
+// entries that name no placeholder.
+func (t *Template) checkPlaceholders() error {
+	parsed := make([]rewritten, len(t.Commands))
+	attributed := map[string]bool{}
+	for i, c := range t.Commands {
+		parsed[i] = rewrite(c.Command, func(string) string { return "V" })
+		for n := range parsed[i].attributed {
+			attributed[n] = true
+		}
 	}
-	return fmt.Errorf("placeholder UTCP_ARG_%s_UTCP_END is in a bash arithmetic context "+
-		"($((...)), ((...)), $[...], let, an array subscript or a [[ ]] test with -eq, -lt, ...), "+
-		"where bash evaluates the value as an expression and can run commands hidden in it; "+
-		"copy it into a variable, check that it is a number, and use the variable instead", arith[0])
+	used := map[string]bool{}
+	for i, r := range parsed {
+		for _, u := range r.uses {
+			used[u.name] = true
+			if u.allowed() && u.assign != "" && (specialVar(u.assign) || attributed[u.assign]) {
+				what := "one of bash's own variables, which bash or the programs it starts may evaluate"
+				if attributed[u.assign] {
+					what = "a variable the template gives attributes (declare -i and the like), so bash may evaluate the value"
+				}
+				u.kind, u.why = useRefused, "the value assigned to "+u.assign+", "+what
+			}
+			if !u.allowed() {
+				return fmt.Errorf("field commands[%d].command: placeholder UTCP_ARG_%s_UTCP_END stands in %s, "+
+					"where bash does not treat its value as plain data (it may evaluate it as arithmetic, a variable name or code); "+
+					"a placeholder may only be (part of) an argument of a command, a plain assignment value x=…, "+
+					"a redirection target or a string test operand; copy it into a variable, check the value, "+
+					"and use the variable instead", i, u.name, u.describe())
+			}
+		}
+	}
+	for _, n := range t.AllowDashArguments {
+		if !used[n] {
+			return fmt.Errorf("field allow_dash_arguments: %q is not the name of a placeholder UTCP_ARG_%s_UTCP_END of the commands", n, n)
+		}
+	}
+	return nil
 }
 
 // Placeholders returns the argument names the template's commands refer
@@ -160,48 +197,17 @@ var placeholderRE = regexp.MustCompile(`^UTCP_ARG_([A-Za-z0-9_.\-]+?)_UTCP_END`)
 
 const placeholderPrefix = "UTCP_ARG_"
 
-// Contexts of the bash lexer in rewrite.
-type quoteCtx int
-
-const (
-	ctxBare     quoteCtx = iota // unquoted, at the top level
-	ctxSingle                   // '...'
-	ctxDouble                   // "..." (and $"...")
-	ctxANSI                     // $'...'
-	ctxSubst                    // $( ... ), <( ... ), >( ... ): unquoted again
-	ctxBacktick                 // ` ... `: unquoted again
-	ctxArith                    // $(( )), (( )), $[ ], let ..., ${a[ ]}: arithmetic
-	ctxTest                     // [[ ... ]]
-	ctxParam                    // ${ ... }
-)
-
-type frame struct {
-	ctx   quoteCtx
-	depth int    // open ( in ctxSubst and ctxArith "))", [ in ctxArith "]", { in ctxParam
-	close string // ctxArith: "))", "]", or ";" for let (ends before a separator)
-	// arith: the frame is, or is nested in, an arithmetic context, where
-	// bash evaluates expanded values as expressions (and runs the command
-	// substitutions in array subscripts they contain).
-	arith bool
-	// dq: a ctxParam or ctxArith frame opened inside double quotes.
-	dq bool
-	// subscript: in ctxParam, the index of the [ of ${name[...]}, else -1.
-	subscript int
-	// ctxTest: an arithmetic operator (-eq, -lt, ...) was seen, and the
-	// placeholders seen inside the test, nested ones included.
-	arithOp bool
-	inTest  []string
-}
-
 // rewritten is the result of rewrite.
 type rewritten struct {
 	text  string
 	names []string // the placeholders replaced, in order, with repeats
-	// arith lists the placeholders in arithmetic contexts: $((...)),
-	// ((...)), $[...], let, array subscripts and [[ ]] tests with -eq, -lt
-	// and the like. Bash evaluates a value there as an expression, and an
-	// expression such as a[$(cmd)] runs cmd, so Validate refuses them.
-	arith []string
+	// uses says where each placeholder occurrence stands (parallel to
+	// names, except for placeholders in here-documents, listed last).
+	uses []use
+	// attributed lists the variables a declaration builtin gives options
+	// (declare -i n, local -n r, ...): assigning a placeholder to them is
+	// refused, as bash may evaluate the value.
+	attributed map[string]bool
 }
 
 // rewrite replaces every argument placeholder in cmd with a reference to
@@ -214,281 +220,12 @@ type rewritten struct {
 //	inside '...':                   '"$V"'   (close, quoted expansion, reopen)
 //	inside $'...':                  '"$V"$'
 //
-// It tracks quotes, backslash escapes, command, process, parameter and
-// arithmetic expansion, [[ ]] tests and comments with a small lexer; a
-// placeholder escaped by a backslash or inside a comment is left as it
-// is. Here-documents are not recognised.
+// It also records, for each placeholder, the syntactic position it
+// stands in (see shellparse.go); Validate refuses the positions where
+// bash would evaluate the value. A placeholder escaped by a backslash or
+// inside a comment is left as it is.
 func rewrite(cmd string, ref func(name string) string) rewritten {
-	var out strings.Builder
-	var res rewritten
-	stack := []frame{{ctx: ctxBare, subscript: -1}}
-	top := func() *frame { return &stack[len(stack)-1] }
-	push := func(c quoteCtx, close string) {
-		parent := top()
-		f := frame{ctx: c, close: close, subscript: -1, arith: parent.arith || c == ctxArith}
-		if c == ctxArith || c == ctxParam {
-			f.dq = parent.ctx == ctxDouble || (parent.dq && (parent.ctx == ctxArith || parent.ctx == ctxParam))
-		}
-		stack = append(stack, f)
-	}
-	pop := func() {
-		f := top()
-		if f.ctx == ctxTest && f.arithOp {
-			res.arith = append(res.arith, f.inTest...)
-		}
-		if len(stack) > 1 {
-			stack = stack[:len(stack)-1]
-		}
-	}
-	// copyEscaped copies the backslash at i and the byte after it; a
-	// placeholder right after the backslash is copied whole, unreplaced.
-	copyEscaped := func(i int) int {
-		if i+1 >= len(cmd) {
-			out.WriteByte('\\')
-			return i + 1
-		}
-		if m := placeholderRE.FindStringIndex(cmd[i+1:]); m != nil {
-			out.WriteString(cmd[i : i+1+m[1]])
-			return i + 1 + m[1]
-		}
-		out.WriteString(cmd[i : i+2])
-		return i + 2
-	}
-	wordStart := func(i int) bool {
-		return i == 0 || strings.IndexByte(" \t\n;&|()<>", cmd[i-1]) >= 0
-	}
-	// commandStart reports whether the word at i is in command position.
-	commandStart := func(i int) bool {
-		j := i - 1
-		for j >= 0 && (cmd[j] == ' ' || cmd[j] == '\t') {
-			j--
-		}
-		return j < 0 || strings.IndexByte(";&|(\n{!", cmd[j]) >= 0
-	}
-	at := func(i int, s string) bool { return strings.HasPrefix(cmd[i:], s) }
-	blankAfter := func(i int) bool { return i >= len(cmd) || cmd[i] == ' ' || cmd[i] == '\t' || cmd[i] == '\n' }
-
-	for i := 0; i < len(cmd); {
-		f := top()
-		if at(i, placeholderPrefix) {
-			if m := placeholderRE.FindStringSubmatchIndex(cmd[i:]); m != nil {
-				name := cmd[i+m[2] : i+m[3]]
-				res.names = append(res.names, name)
-				v := ref(name)
-				switch {
-				case f.ctx == ctxDouble || f.dq:
-					out.WriteString("${" + v + "}")
-				case f.ctx == ctxSingle:
-					out.WriteString(`'"$` + v + `"'`)
-				case f.ctx == ctxANSI:
-					out.WriteString(`'"$` + v + `"$'`)
-				default:
-					out.WriteString(`"$` + v + `"`)
-				}
-				if f.arith {
-					res.arith = append(res.arith, name)
-				}
-				for k := range stack {
-					if stack[k].ctx == ctxTest {
-						stack[k].inTest = append(stack[k].inTest, name)
-					}
-				}
-				i += m[1]
-				continue
-			}
-		}
-		c := cmd[i]
-		switch f.ctx {
-		case ctxSingle:
-			if c == '\'' {
-				pop()
-			}
-			out.WriteByte(c)
-			i++
-			continue
-		case ctxANSI:
-			if c == '\\' {
-				i = copyEscaped(i)
-				continue
-			}
-			if c == '\'' {
-				pop()
-			}
-			out.WriteByte(c)
-			i++
-			continue
-		}
-
-		// The end of the current frame.
-		n := 0
-		switch f.ctx {
-		case ctxDouble:
-			if c == '"' {
-				n = 1
-			}
-		case ctxSubst:
-			if c == ')' && f.depth == 0 {
-				n = 1
-			}
-		case ctxBacktick:
-			if c == '`' {
-				n = 1
-			}
-		case ctxParam:
-			if c == '}' && f.depth == 0 {
-				n = 1
-			}
-		case ctxTest:
-			if at(i, "]]") && wordStart(i) {
-				n = 2
-			}
-		case ctxArith:
-			switch f.close {
-			case "))":
-				if at(i, "))") && f.depth == 0 {
-					n = 2
-				}
-			case "]":
-				if c == ']' && f.depth == 0 {
-					n = 1
-				}
-			case ";":
-				if strings.IndexByte(";&|\n)`", c) >= 0 {
-					pop() // let ends here; the parent handles c
-					continue
-				}
-			}
-		}
-		if n > 0 {
-			out.WriteString(cmd[i : i+n])
-			pop()
-			i += n
-			continue
-		}
-
-		if c == '\\' {
-			i = copyEscaped(i)
-			continue
-		}
-		// Expansions, both unquoted and inside double quotes.
-		switch {
-		case at(i, "$(("):
-			out.WriteString("$((")
-			push(ctxArith, "))")
-			i += 3
-			continue
-		case at(i, "$("):
-			out.WriteString("$(")
-			push(ctxSubst, "")
-			i += 2
-			continue
-		case at(i, "$["):
-			out.WriteString("$[")
-			push(ctxArith, "]")
-			i += 2
-			continue
-		case at(i, "${"):
-			out.WriteString("${")
-			push(ctxParam, "")
-			j := i + 2
-			if j < len(cmd) && (cmd[j] == '#' || cmd[j] == '!') {
-				j++
-			}
-			for j < len(cmd) && isShellName(cmd[j:j+1]) {
-				j++
-			}
-			if j < len(cmd) && cmd[j] == '[' {
-				top().subscript = j
-			}
-			i += 2
-			continue
-		case c == '`':
-			out.WriteByte(c)
-			push(ctxBacktick, "")
-			i++
-			continue
-		}
-		if f.ctx == ctxDouble || (f.dq && c == '\'') {
-			out.WriteByte(c)
-			i++
-			continue
-		}
-
-		// Unquoted contexts.
-		unquotedCmd := f.ctx == ctxBare || f.ctx == ctxSubst || f.ctx == ctxBacktick
-		switch {
-		case c == '\'':
-			push(ctxSingle, "")
-		case c == '"':
-			push(ctxDouble, "")
-		case at(i, "$'"):
-			out.WriteString("$'")
-			push(ctxANSI, "")
-			i += 2
-			continue
-		case at(i, `$"`):
-			out.WriteString(`$"`)
-			push(ctxDouble, "")
-			i += 2
-			continue
-		case unquotedCmd && c == '#' && wordStart(i):
-			// A comment runs to the end of the line, uninterpreted.
-			end := strings.IndexByte(cmd[i:], '\n')
-			if end < 0 {
-				end = len(cmd) - i
-			}
-			out.WriteString(cmd[i : i+end])
-			i += end
-			continue
-		case unquotedCmd && at(i, "((") && wordStart(i):
-			out.WriteString("((")
-			push(ctxArith, "))")
-			i += 2
-			continue
-		case unquotedCmd && at(i, "[[") && wordStart(i) && blankAfter(i+2):
-			out.WriteString("[[")
-			push(ctxTest, "")
-			i += 2
-			continue
-		case unquotedCmd && at(i, "let") && wordStart(i) && commandStart(i) && blankAfter(i+3):
-			out.WriteString("let")
-			push(ctxArith, ";")
-			i += 3
-			continue
-		case unquotedCmd && (at(i, "<(") || at(i, ">(")):
-			out.WriteString(cmd[i : i+2])
-			push(ctxSubst, "")
-			i += 2
-			continue
-		case f.ctx == ctxTest && c == '-' && wordStart(i) && blankAfter(i+3) &&
-			(at(i, "-eq") || at(i, "-ne") || at(i, "-lt") || at(i, "-le") || at(i, "-gt") || at(i, "-ge")):
-			f.arithOp = true
-		case f.ctx == ctxParam && i == f.subscript:
-			out.WriteByte(c)
-			push(ctxArith, "]")
-			i++
-			continue
-		case c == '(' && (f.ctx == ctxSubst || f.ctx == ctxArith && f.close == "))"):
-			f.depth++
-		case c == ')' && (f.ctx == ctxSubst || f.ctx == ctxArith && f.close == "))") && f.depth > 0:
-			f.depth--
-		case c == '[' && f.ctx == ctxArith && f.close == "]":
-			f.depth++
-		case c == ']' && f.ctx == ctxArith && f.close == "]" && f.depth > 0:
-			f.depth--
-		case c == '{' && f.ctx == ctxParam:
-			f.depth++
-		case c == '}' && f.ctx == ctxParam && f.depth > 0:
-			f.depth--
-		}
-		out.WriteByte(c)
-		i++
-	}
-	for len(stack) > 1 {
-		pop() // a [[ left open at the end still counts
-	}
-	res.text = out.String()
-	return res
+	return parseCommand(cmd, ref)
 }
 
 // argVars names the environment variables that carry a call's arguments:
@@ -534,6 +271,16 @@ type script struct {
 	args     *argVars
 	stepVar  string // the variable naming the step output file, "" if unused
 	captures bool   // some step's output is captured through the step file
+	// leading maps each argument whose placeholder begins an argument
+	// word somewhere to the command that reads it: a value starting with
+	// "-" would be an option there.
+	leading map[string]dashUse
+}
+
+// dashUse is where a placeholder begins an argument word.
+type dashUse struct {
+	cmd    string // the command
+	always bool   // a leading "-" is refused even if allowed (test, [)
 }
 
 // compile builds the bash script for t. Every step runs in the same shell,
@@ -545,11 +292,19 @@ type script struct {
 // The last step, when appended, writes straight to the script's standard
 // output, so its output streams.
 func compile(t *Template, nonce string) *script {
-	s := &script{args: &argVars{nonce: nonce, vars: map[string]string{}}, stepVar: "__UTCP_STEP_" + nonce}
+	s := &script{args: &argVars{nonce: nonce, vars: map[string]string{}}, stepVar: "__UTCP_STEP_" + nonce, leading: map[string]dashUse{}}
 	var b strings.Builder
 	last := len(t.Commands) - 1
 	for i, c := range t.Commands {
-		body := rewrite(c.Command, s.args.ref).text
+		r := rewrite(c.Command, s.args.ref)
+		body := r.text
+		for _, u := range r.uses {
+			if u.kind == useArg && u.lead {
+				if d, ok := s.leading[u.name]; !ok || u.noDash && !d.always {
+					s.leading[u.name] = dashUse{cmd: u.cmd, always: u.noDash}
+				}
+			}
+		}
 		appendOut := i == last
 		if c.AppendToFinalOutput != nil {
 			appendOut = *c.AppendToFinalOutput

@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -709,6 +710,14 @@ func environment(spec *Template, sc *script, args map[string]any) ([]string, err
 		s, err := argString(v)
 		if err != nil {
 			return nil, utcp.Errorf(utcp.CodeInvalidArguments, "cli: argument %q: %w", name, err).WithDetail("argument", name)
+		}
+		if d, ok := sc.leading[name]; ok && strings.HasPrefix(s, "-") && (d.always || !slices.Contains(spec.AllowDashArguments, name)) {
+			msg := "cli: argument %q starts with \"-\" and its placeholder begins an argument of %s, which would read it as an option; " +
+				"pass a value that does not start with \"-\""
+			if !d.always {
+				msg += ", or list the argument in the template's allow_dash_arguments if any option there is harmless"
+			}
+			return nil, utcp.NewError(utcp.CodeInvalidArguments, msg, name, d.cmd).WithDetail("argument", name)
 		}
 		if strings.IndexByte(s, 0) >= 0 {
 			return nil, utcp.NewError(utcp.CodeInvalidArguments, "cli: argument %q contains a NUL byte, which a process environment cannot carry; set stdin_arguments in the template", name).

@@ -17,6 +17,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/utcpd/utcpd/examples/servers/http/httpserver"
 	"github.com/utcpd/utcpd/transports"
 	utcphttp "github.com/utcpd/utcpd/transports/http"
 	"github.com/utcpd/utcpd/transports/transporttest"
@@ -874,5 +875,46 @@ func TestRoundTripThroughQueryKeepsTypes(t *testing.T) {
 	want := map[string]any{"obj": map[string]any{"list": []any{json.Number("1"), "two"}, "s": "[not json"}, "flag": "true", "n": "3"}
 	if diff := cmp.Diff(want, res.Value); diff != "" {
 		t.Errorf("echo (-want +got):\n%s", diff)
+	}
+}
+
+// TestPathTraversalRefusedAgainstDemoServer calls the demo server's
+// /tools/{tool} through a {tool} path placeholder: dot segments, plain or
+// percent-encoded, are refused before any request is sent, and ordinary
+// values still reach the server.
+func TestPathTraversalRefusedAgainstDemoServer(t *testing.T) {
+	var requests atomic.Int64
+	demo := httpserver.Handler(fixture.New())
+	srv := httptest.NewServer(nethttp.HandlerFunc(func(w nethttp.ResponseWriter, r *nethttp.Request) {
+		requests.Add(1)
+		demo.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	tr := newTransport(t, nil)
+	ct := tmpl(t, map[string]any{"url": srv.URL + "/tools/{tool}", "http_method": "GET"})
+
+	res, err := call(t, tr, ct, map[string]any{"tool": "echo", "msg": "hi"})
+	if err != nil {
+		t.Fatalf("echo: %v", err)
+	}
+	if m, ok := res.Value.(map[string]any); !ok || m["msg"] != "hi" {
+		t.Fatalf("echo answered %v", res.Value)
+	}
+	before := requests.Load()
+	for _, v := range []string{"..", ".", "%2e%2e", "%2E%2E", "%252e%252e", "../utcp", "x/../../utcp", `..\utcp`} {
+		_, err := call(t, tr, ct, map[string]any{"tool": v})
+		if utcp.CodeOf(err) != utcp.CodeInvalidArguments {
+			t.Errorf("tool %q: err = %v, want invalid_arguments", v, err)
+		}
+	}
+	if n := requests.Load() - before; n != 0 {
+		t.Errorf("%d refused calls reached the server", n)
+	}
+	// A "/" in a value stays inside its segment (escaped): the demo
+	// server sees one unknown tool, not the manual at /utcp.
+	_, err = call(t, tr, ct, map[string]any{"tool": "x/utcp"})
+	var te *utcp.ToolError
+	if !errors.As(err, &te) || te.Status != 404 {
+		t.Errorf(`tool "x/utcp": err = %v, want a 404 tool error`, err)
 	}
 }

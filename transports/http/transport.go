@@ -422,6 +422,9 @@ func fillPlaceholders(segments []segment, args map[string]any) (string, error) {
 		if sg.inQuery {
 			b.WriteString(url.QueryEscape(s))
 		} else {
+			if err := transports.CheckPathValue(sg.name, s); err != nil {
+				return "", err
+			}
 			b.WriteString(url.PathEscape(s))
 		}
 	}
