@@ -190,7 +190,9 @@ func TestSecurityDiscoveryLimits(t *testing.T) {
 	var pages atomic.Int64
 	ms := sdk.NewServer(&sdk.Implementation{Name: "endless", Version: "1"}, nil)
 	ms.AddTool(&sdk.Tool{Name: "seed", InputSchema: map[string]any{"type": "object"}},
-		func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) { return &sdk.CallToolResult{}, nil })
+		func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+			return &sdk.CallToolResult{}, nil
+		})
 	ms.AddReceivingMiddleware(func(next sdk.MethodHandler) sdk.MethodHandler {
 		return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
 			if method != "tools/list" {
