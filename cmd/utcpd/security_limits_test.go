@@ -240,3 +240,20 @@ func TestSecurityDiscoveryLimits(t *testing.T) {
 		t.Fatalf("healthz %d", status)
 	}
 }
+
+// TestDiscoveryLimitSettings: max_tools_per_manual and max_manual_bytes
+// are read from the gateway section (positive integers only).
+func TestDiscoveryLimitSettings(t *testing.T) {
+	dc := loadTestConfig(t, "limits.json", `{"gateway": {"max_tools_per_manual": 500, "max_manual_bytes": 1048576}}`, true)
+	s, warnings, err := effectiveSettings(newServeCmd().Flags(), &serveFlags{}, dc, true)
+	if err != nil || len(warnings) != 0 || s.MaxToolsPerManual != 500 || s.MaxManualBytes != 1<<20 {
+		t.Fatalf("settings %d %d, %v %v", s.MaxToolsPerManual, s.MaxManualBytes, err, warnings)
+	}
+	bad := loadTestConfig(t, "bad.json", `{"gateway": {"max_tools_per_manual": 0, "max_manual_bytes": "16MiB"}}`, false)
+	_, _, err = effectiveSettings(newServeCmd().Flags(), &serveFlags{}, bad, true)
+	for _, w := range []string{"gateway.max_tools_per_manual", "gateway.max_manual_bytes"} {
+		if err == nil || !strings.Contains(err.Error(), w) {
+			t.Errorf("error %v lacks %q", err, w)
+		}
+	}
+}
