@@ -66,6 +66,15 @@ type Options struct {
 	Store registry.Store
 	// Logger receives registration warnings and transport logs.
 	Logger *slog.Logger
+	// MaxToolsPerManual caps the tools one manual may list (setting
+	// max_tools_per_manual); 0 means transports.DefaultMaxToolsPerManual,
+	// < 0 no cap. A manual over it is not registered.
+	MaxToolsPerManual int
+	// MaxManualBytes caps the bytes of a manual (or OpenAPI document, or
+	// discovery output) read for a discovery (setting max_manual_bytes);
+	// 0 means transports.DefaultMaxManualBytes, < 0 no cap beyond each
+	// transport's own.
+	MaxManualBytes int64
 }
 
 // CallRecord describes one finished call, for metrics and audit.

@@ -122,12 +122,16 @@ func (g *Gateway) RegisterManual(ctx context.Context, raw json.RawMessage, opts 
 	m := opts.Manual
 	discovered := m == nil
 	if discovered {
-		m, err = tr.RegisterManual(ctx, resolved)
+		m, err = tr.RegisterManual(transports.WithDiscoveryLimits(ctx, g.limits()), resolved)
 		if err != nil {
 			return nil, discoveryFailed(name, err)
 		}
 	}
 	state := &manualState{tmpl: &tmpl, resolved: resolved, tr: tr, discovered: discovered}
+	if err := g.checkToolCount(m); err != nil {
+		state.release(ctx)
+		return nil, discoveryFailed(name, err)
+	}
 	now := time.Now()
 	entry := &registry.Manual{Name: name, Template: &tmpl, Source: opts.Source, Registered: now, Refreshed: now, Ext: state}
 	seen := map[string]bool{}
@@ -216,7 +220,7 @@ func (g *Gateway) RegisterManual(ctx context.Context, raw json.RawMessage, opts 
 // prepareTool turns one discovered tool into a registry entry, or returns
 // nil and the reason it was dropped.
 func (g *Gateway) prepareTool(manual string, mtmpl *utcp.CallTemplate, def *utcp.Tool) (*registry.Tool, string) {
-	qualified := registry.QualifiedName(manual, def.Name)
+	qualified, nameWarn := g.toolName(manual, mtmpl, def.Name)
 	var tmpl *utcp.CallTemplate
 	if def.ToolCallTemplate == nil {
 		tmpl = mtmpl
@@ -230,6 +234,9 @@ func (g *Gateway) prepareTool(manual string, mtmpl *utcp.CallTemplate, def *utcp
 			return nil, fmt.Sprintf("tool %q dropped: %v", qualified, err)
 		}
 		tmpl = &parsed
+		if err := manuals.CheckNamespace(tmpl.Raw, manual); err != nil {
+			return nil, fmt.Sprintf("tool %q dropped: %v", qualified, err)
+		}
 	}
 	if !mtmpl.Allows(tmpl.Type) {
 		return nil, fmt.Sprintf("tool %q uses communication protocol %q which is not in allowed protocols %v for manual %q; tool not registered",
@@ -245,7 +252,7 @@ func (g *Gateway) prepareTool(manual string, mtmpl *utcp.CallTemplate, def *utcp
 		hasVars:     manuals.HasVariables(tmpl.Raw),
 		schema:      newSchema(def.Inputs),
 	}
-	return &registry.Tool{Name: qualified, Manual: manual, Def: &d, Ext: ts}, ""
+	return &registry.Tool{Name: qualified, Manual: manual, Def: &d, Ext: ts}, nameWarn
 }
 
 // RegisterManuals registers many manual call templates in parallel. One

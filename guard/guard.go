@@ -147,8 +147,13 @@ type Named struct {
 type Option func(*Chain)
 
 // WithBypass lists tools that skip the chain entirely (bypass_tools). A
-// call bypasses when its requested name or its resolved qualified name is
-// exactly one of tools: no globs, no prefixes, case-sensitive.
+// call bypasses only when its resolved qualified name (Call.Qualified,
+// "manual.tool") is exactly one of tools: no globs, no prefixes,
+// case-sensitive. The name as the caller typed it never counts, so a name
+// that does not resolve, or resolves to another manual's tool whose short
+// name happens to look like an entry ("nosuch.ping" resolving to
+// "evil.nosuch.ping"), runs the chain. An entry that is not a qualified
+// name therefore matches nothing.
 func WithBypass(tools ...string) Option {
 	return func(c *Chain) {
 		for _, t := range tools {
@@ -178,8 +183,8 @@ func WithGuardTimeout(d time.Duration) Option { return func(c *Chain) { c.guardT
 // Chain runs guards in order. It is itself a Guard, safe for concurrent
 // use and immutable after NewChain.
 //
-//   - A call whose requested or qualified name is in bypass_tools is allowed
-//     without running any guard.
+//   - A call whose resolved qualified name is in bypass_tools is allowed
+//     without running any guard (the requested name never bypasses).
 //   - An empty chain allows.
 //   - Each guard runs in turn: allow continues with the next guard; deny
 //     and error stop the chain with that verdict; review asks the Approver,
@@ -268,17 +273,11 @@ func (c *Chain) Evaluate(ctx context.Context, call *Call) (Verdict, error) {
 }
 
 func (c *Chain) bypasses(call *Call) bool {
-	if len(c.bypass) == 0 {
+	if len(c.bypass) == 0 || call.Qualified == "" {
 		return false
 	}
-	if _, ok := c.bypass[call.Tool]; ok {
-		return true
-	}
-	if call.Qualified != "" {
-		_, ok := c.bypass[call.Qualified]
-		return ok
-	}
-	return false
+	_, ok := c.bypass[call.Qualified]
+	return ok
 }
 
 // run evaluates one guard, inline or, with a guard timeout, in a

@@ -114,9 +114,11 @@ func TestChain(t *testing.T) {
 		{name: "approval_timeout_is_pending", steps: []step{{"a", answer(guard.Review, "large transfer")}, {"b", answer(guard.Allow, "")}},
 			opts: []guard.Option{guard.WithApprover(blockingApprover), guard.WithReviewTimeout(20 * time.Millisecond)},
 			want: guard.Review, wantGuard: "a", wantReason: "not decided in time", wantRan: []bool{true, false}},
-		{name: "bypass_requested_name", steps: []step{{"a", &recorder{panic: "must not run"}}},
+		// The requested name never bypasses (issue 14): only the resolved
+		// qualified name does. (This case used to expect a bypass.)
+		{name: "requested_name_never_bypasses", steps: []step{{"a", answer(guard.Deny, "")}},
 			opts: []guard.Option{guard.WithBypass("echo")},
-			want: guard.Allow, wantReason: "bypass_tools", wantRan: []bool{false}},
+			want: guard.Deny, wantGuard: "a", wantRan: []bool{true}},
 		{name: "bypass_qualified_name", steps: []step{{"a", answer(guard.Deny, "")}},
 			opts: []guard.Option{guard.WithBypass("other.tool", "tools.echo")},
 			want: guard.Allow, wantReason: "bypass_tools", wantRan: []bool{false}},
@@ -259,7 +261,7 @@ func TestChainConcurrent(t *testing.T) {
 		return guard.Verdict{Decision: guard.Allow}, nil
 	})
 	c := guard.NewChain([]guard.Named{{Name: "count", Guard: counting}, {Name: "all", Guard: guard.AllowAll}},
-		guard.WithApprover(approver(guard.Verdict{Decision: guard.Allow}, nil)), guard.WithBypass("free"))
+		guard.WithApprover(approver(guard.Verdict{Decision: guard.Allow}, nil)), guard.WithBypass("m.free"))
 	var wg sync.WaitGroup
 	errs := make(chan error, 64)
 	for w := range 64 {
@@ -276,7 +278,7 @@ func TestChainConcurrent(t *testing.T) {
 				case 3:
 					tool = "free"
 				}
-				v, _ := c.Evaluate(t.Context(), &guard.Call{Tool: tool})
+				v, _ := c.Evaluate(t.Context(), &guard.Call{Tool: tool, Qualified: "m." + tool})
 				if v.Decision != want {
 					errs <- fmt.Errorf("%s: %q, want %q", tool, v.Decision, want)
 					return
@@ -428,14 +430,38 @@ func TestConformance(t *testing.T) {
 			return guard.Verdict{Decision: guard.Allow}, nil
 		})
 		guardtest.Run(t, func(*testing.T) guard.Guard {
-			return guard.NewChain([]guard.Named{{Name: "policy", Guard: policy}}, guard.WithApprover(appr), guard.WithBypass("health"))
+			return guard.NewChain([]guard.Named{{Name: "policy", Guard: policy}}, guard.WithApprover(appr), guard.WithBypass("m.health"))
 		}, []guardtest.Case{
 			{Name: "allow", Call: &guard.Call{Tool: "read"}, Want: guard.Allow},
 			{Name: "deny", Call: &guard.Call{Tool: "rm"}, Want: guard.Deny},
 			{Name: "approved", Call: &guard.Call{Tool: "pay"}, Want: guard.Allow},
 			{Name: "guard_error", Call: &guard.Call{Tool: "broken"}, Want: guard.Error},
-			{Name: "bypass", Call: &guard.Call{Tool: "health"}, Want: guard.Allow},
+			{Name: "bypass", Call: &guard.Call{Tool: "health", Qualified: "m.health"}, Want: guard.Allow},
 			{Name: "pending_review", Call: &guard.Call{Tool: "slow_pay"}, Want: guard.Review, Blocks: true},
 		})
 	})
+}
+
+// TestBypassOnlyResolvedName replays issue 14's bypass attack at the
+// chain: bypass_tools ["nosuch.ping"] must not let a call typed
+// "nosuch.ping" through when it resolves to "evil.nosuch.ping" (another
+// manual's tool whose short name looks like the entry), nor when it does
+// not resolve at all; the entry's own resolved name does bypass.
+func TestBypassOnlyResolvedName(t *testing.T) {
+	c := guard.NewChain([]guard.Named{{Name: "deny", Guard: guard.DenyAll}}, guard.WithBypass("nosuch.ping", "health.ping"))
+	for _, tc := range []struct {
+		call *guard.Call
+		want guard.Decision
+	}{
+		{&guard.Call{Tool: "nosuch.ping", Qualified: "evil.nosuch.ping", Manual: "evil"}, guard.Deny},
+		{&guard.Call{Tool: "nosuch.ping"}, guard.Deny},
+		{&guard.Call{Tool: "ping", Qualified: "health.ping", Manual: "health"}, guard.Allow},
+		{&guard.Call{Tool: "health.ping", Qualified: "health.ping", Manual: "health"}, guard.Allow},
+		{&guard.Call{Tool: "health.ping", Qualified: "evil.health.ping", Manual: "evil"}, guard.Deny},
+	} {
+		v, _ := c.Evaluate(t.Context(), tc.call)
+		if v.Decision != tc.want {
+			t.Errorf("%+v: %s (%s), want %s", tc.call, v.Decision, v.Reason, tc.want)
+		}
+	}
 }

@@ -74,6 +74,9 @@ func HasVariables(raw []byte) bool {
 // matching [A-Za-z0-9_]+; `$$` stands for a literal '$'; any other '$' is
 // kept. Each NAME is looked up in r only under Namespace(namespace, NAME)
 // (the bare NAME when namespace is ""), with no fallback to the bare name.
+// With a namespace, a NAME that CrossNamespace refuses (one starting with
+// '_', which could name another manual's variable) is never looked up:
+// the template is an invalid_template error (see CheckNamespace).
 //
 // When raw has nothing to substitute (HasVariables is false, or every
 // reference is in a skipped field) raw itself is returned; otherwise the
@@ -91,16 +94,27 @@ func Substitute(raw json.RawMessage, namespace string, r *Resolver) (json.RawMes
 		return nil, utcp.NewError(utcp.CodeInvalidTemplate, "call template is not valid JSON")
 	}
 	type miss struct{ key, ref, path string }
-	var missing []miss
+	var missing, cross []miss
 	out := walkStrings(raw, func(s string, w *walker) (string, bool) {
 		v, changed, ms := expand(s, func(name string) (string, bool) {
+			if CrossNamespace(namespace, name) {
+				return "", false
+			}
 			return r.Lookup(Namespace(namespace, name))
 		})
 		for _, m := range ms {
-			missing = append(missing, miss{Namespace(namespace, m.name), m.ref, w.path()})
+			x := miss{Namespace(namespace, m.name), m.ref, w.path()}
+			if CrossNamespace(namespace, m.name) {
+				cross = append(cross, x)
+			} else {
+				missing = append(missing, x)
+			}
 		}
 		return v, changed
 	})
+	if len(cross) > 0 {
+		return nil, crossNamespaceError(namespace, cross[0].ref, cross[0].path)
+	}
 	if len(missing) == 0 {
 		return out, nil
 	}
@@ -135,10 +149,45 @@ func Substitute(raw json.RawMessage, namespace string, r *Resolver) (json.RawMes
 	return nil, e
 }
 
+// CheckNamespace returns an invalid_template error for the first variable
+// reference of the call template raw (under the same rules as Substitute)
+// that CrossNamespace refuses for namespace, and nil when there is none or
+// raw is not valid JSON. The gateway runs it on every template at
+// registration, so a template that could read another manual's
+// variables is refused before anything is resolved or dispatched.
+func CheckNamespace(raw json.RawMessage, namespace string) error {
+	if namespace == "" || !HasVariables(raw) || !json.Valid(raw) {
+		return nil
+	}
+	var err error
+	walkStrings(raw, func(s string, w *walker) (string, bool) {
+		if err != nil {
+			return "", false
+		}
+		_, _, ms := expand(s, func(string) (string, bool) { return "", false })
+		for _, m := range ms {
+			if CrossNamespace(namespace, m.name) {
+				err = crossNamespaceError(namespace, m.ref, w.path())
+				break
+			}
+		}
+		return "", false
+	})
+	return err
+}
+
+func crossNamespaceError(namespace, ref, path string) error {
+	ns := utcp.SanitizeName(namespace)
+	return utcp.NewError(utcp.CodeInvalidTemplate,
+		"variable reference %s at %s of manual %s could resolve into another manual's namespace (a name starting with '_' is read as part of a longer manual name); rename the variable so that it starts with a letter or digit",
+		ref, orTop(path), ns).WithDetail("reference", ref).WithDetail("path", path).WithDetail("namespace", ns)
+}
+
 // RequiredVariables returns the keys, namespaced as Substitute looks them
 // up, that the call template raw refers to: sorted, without duplicates,
 // under the same rules as Substitute (keys, NoSubstitute fields, $ref
-// strings and `$$` escapes do not count). It returns nil when there are
+// strings, `$$` escapes and references CrossNamespace refuses do not
+// count). It returns nil when there are
 // none or raw is not valid JSON.
 func RequiredVariables(raw json.RawMessage, namespace string) []string {
 	if !HasVariables(raw) || !json.Valid(raw) {
@@ -148,7 +197,9 @@ func RequiredVariables(raw json.RawMessage, namespace string) []string {
 	walkStrings(raw, func(s string, _ *walker) (string, bool) {
 		_, _, ms := expand(s, func(string) (string, bool) { return "", false })
 		for _, m := range ms {
-			keys = append(keys, Namespace(namespace, m.name))
+			if !CrossNamespace(namespace, m.name) {
+				keys = append(keys, Namespace(namespace, m.name))
+			}
 		}
 		return "", false
 	})

@@ -21,12 +21,59 @@ import (
 // "API_KEY" give "web__scraper_API_KEY"; "github" and "TOKEN" give
 // "github_TOKEN". An empty manual name means no namespace: key itself.
 // This is python-utcp's and typescript-utcp's rule.
+//
+// The rule is injective only for keys that do not start with '_': in
+// Namespace(m, k) every run of '_' that comes from m has even length, so
+// the first run of odd length holds the separator, and when k does not
+// start with '_' that run ends at the separator; m and k are read back
+// from the result (SplitNamespace). A key starting with '_' breaks this:
+// manual "evil" with key "_x_API_KEY" gives "evil__x_API_KEY", which is
+// manual "evil_x" with key "API_KEY". Substitute therefore refuses such
+// references (CrossNamespace) whenever there is a namespace.
 func Namespace(manual, key string) string {
 	if manual == "" {
 		return key
 	}
 	ns := utcp.SanitizeName(manual)
 	return strings.ReplaceAll(ns, "_", "__") + "_" + key
+}
+
+// CrossNamespace reports whether a reference to key from a template of
+// manual could resolve into another manual's namespace: with a namespace
+// (manual != ""), a key that is empty or starts with '_'. Every other
+// key of [A-Za-z0-9_]+ is namespaced unambiguously.
+func CrossNamespace(manual, key string) bool {
+	return manual != "" && (key == "" || key[0] == '_')
+}
+
+// SplitNamespace reads a namespaced variable name back into the
+// sanitised manual name and the key that Namespace made it from; ok is
+// false when name is not Namespace(m, k) for any sanitised manual m and
+// key k that CrossNamespace accepts. It is Namespace's inverse, which
+// shows that two different accepted (manual, key) pairs never share a
+// namespaced name.
+func SplitNamespace(name string) (manual, key string, ok bool) {
+	for i := 0; i < len(name); {
+		if name[i] != '_' {
+			i++
+			continue
+		}
+		j := i
+		for j < len(name) && name[j] == '_' {
+			j++
+		}
+		if (j-i)%2 == 0 {
+			i = j
+			continue
+		}
+		// The first odd run: its last '_' is the separator.
+		ns, k := name[:j-1], name[j:]
+		if ns == "" || k == "" {
+			return "", "", false
+		}
+		return strings.ReplaceAll(ns, "__", "_"), k, true
+	}
+	return "", "", false
 }
 
 // ResolverOptions configure NewResolver.

@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/url"
 
-	"github.com/utcpd/utcpd/manuals"
 	"github.com/utcpd/utcpd/utcp"
 )
 
@@ -24,7 +23,8 @@ type ManualFetch struct {
 	URL    *url.URL
 	Header http.Header
 	Auth   *utcp.Auth
-	// MaxBytes caps the response body (see ReadResponseBody).
+	// MaxBytes caps the response body (see ReadResponseBody); the
+	// context's DiscoveryLimits.MaxBytes applies when smaller.
 	MaxBytes int64
 }
 
@@ -51,7 +51,7 @@ func FetchManual(ctx context.Context, client *http.Client, tokens TokenSource, l
 		}
 		return nil, fail("%w", err)
 	}
-	body, err := ReadResponseBody(resp, f.MaxBytes)
+	body, err := ReadManualResponse(ctx, resp, f.MaxBytes)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("%s discovery from %s: %w", f.Type, RedactURL(f.URL), ctx.Err())
@@ -64,8 +64,11 @@ func FetchManual(ctx context.Context, client *http.Client, tokens TokenSource, l
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		return nil, fail("HTTP %d %s: %s", resp.StatusCode, http.StatusText(resp.StatusCode), Excerpt(body)).WithDetail("status", resp.StatusCode)
 	}
-	m, warnings, err := manuals.ParseManual(body)
+	m, warnings, err := ParseManual(ctx, body)
 	if err != nil {
+		if IsLimit(err) {
+			return nil, err
+		}
 		return nil, fail("the response is not a UTCP manual: %w", err)
 	}
 	for _, w := range warnings {

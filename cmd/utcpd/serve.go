@@ -89,12 +89,18 @@ optional "gateway" section:
     "allowed_origins": ["https://app.example.com"],
     "public_url": "https://tools.example.com",
     "store": "postgres://utcpd@db.internal/utcpd",
-    "store_resync_interval": "30s", "store_max_conns": 8
+    "store_resync_interval": "30s", "store_max_conns": 8,
+    "max_tools_per_manual": 20000,   "max_manual_bytes": 16777216
   }
 
 allowed_origins are the browser origins (Origin header) /mcp accepts besides
 loopback ones (http or https on localhost, 127.0.0.0/8, [::1]); a request from
 any other origin is refused with 403; "*" accepts every origin.
+
+max_tools_per_manual (default 20000) and max_manual_bytes (default 16 MiB) cap
+what one manual discovery may bring in: a manual that lists more tools, or
+whose document is larger, is not registered (discovery_failed naming the
+limit), and nothing of it is kept.
 
 public_url is the address clients reach the gateway at (scheme, host, optional
 path prefix), used in the call templates of the UTCP manual at GET /utcp;
@@ -103,8 +109,9 @@ without it they point at the scheme and Host of each request.
 guards is the guard chain, run in order on every call before dispatch (each
 entry's kind names a registered guard kind; ${VAR} in it resolves like a
 manual's variables, without namespace; an entry that does not load refuses to
-start, exit 2, naming gateway.guards[i]); bypass_tools are exact tool names
-that skip it. A review verdict parks the call for a decision through the admin
+start, exit 2, naming gateway.guards[i]); bypass_tools are exact qualified
+tool names (manual.tool) that skip it: only the name a call resolves to
+counts, never the name as typed. A review verdict parks the call for a decision through the admin
 API (/admin/reviews) for up to review_timeout; every call is recorded in the
 audit log (/admin/audit), kept for audit_retention.
 
@@ -413,6 +420,8 @@ func (d *daemon) run(ctx context.Context, stdout io.Writer, loopback bool) error
 		OnCall:            obs.OnCall,
 		Store:             d.store,
 		Logger:            log.With("component", "gateway"),
+		MaxToolsPerManual: s.MaxToolsPerManual,
+		MaxManualBytes:    s.MaxManualBytes,
 	})
 	if err != nil {
 		return err

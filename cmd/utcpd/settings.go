@@ -104,6 +104,12 @@ type settings struct {
 	// defaults of api/codemode); CodeModeOff turns it off.
 	CodeMode    codemode.Options
 	CodeModeOff bool
+
+	// Discovery limits (gateway.max_tools_per_manual,
+	// gateway.max_manual_bytes); 0 keeps the gateway's defaults (20,000
+	// tools, 16 MiB).
+	MaxToolsPerManual int
+	MaxManualBytes    int64
 }
 
 // gatewayKeys are the keys of the configuration's gateway section.
@@ -112,7 +118,7 @@ var gatewayKeys = []string{
 	"default_timeout", "max_timeout", "shutdown_timeout", "log_format", "log_level",
 	"guards", "bypass_tools", "guard_timeout", "review_timeout", "audit_retention",
 	"allowed_origins", "store", "store_resync_interval", "store_max_conns", "public_url",
-	"codemode", "allowed_hosts", "read_timeout", "max_connections",
+	"codemode", "allowed_hosts", "read_timeout", "max_connections", "max_tools_per_manual", "max_manual_bytes",
 }
 
 // defaultSettings returns the built-in defaults.
@@ -302,6 +308,20 @@ func applyGatewaySection(s *settings, raw json.RawMessage, file string, data []b
 				break
 			}
 			s.StoreMaxConns = n
+		case "max_tools_per_manual":
+			var n int
+			if json.Unmarshal(v, &n) != nil || n <= 0 {
+				bad("must be a positive integer number of tools")
+				break
+			}
+			s.MaxToolsPerManual = n
+		case "max_manual_bytes":
+			var n int64
+			if json.Unmarshal(v, &n) != nil || n <= 0 {
+				bad("must be a positive integer number of bytes")
+				break
+			}
+			s.MaxManualBytes = n
 		case "max_body_bytes":
 			var n int64
 			if json.Unmarshal(v, &n) != nil || n <= 0 {

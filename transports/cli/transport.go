@@ -147,6 +147,9 @@ func (t *Transport) RegisterManual(ctx context.Context, tmpl *utcp.CallTemplate)
 	if code, desc := r.exit(); code != 0 {
 		return nil, discoveryError(what, &utcp.ToolError{Status: code, Message: fmt.Sprintf("exited %s%s", desc, r.stderrTail())})
 	}
+	if err := transports.PrecheckManual(ctx, out); err != nil {
+		return nil, err
+	}
 	m, warns, err := parseDiscovery(out)
 	if err != nil {
 		return nil, discoveryError(what, err)

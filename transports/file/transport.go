@@ -91,6 +91,9 @@ func (t *Transport) RegisterManual(ctx context.Context, tmpl *utcp.CallTemplate)
 		return nil, fail(err)
 	}
 	log := t.log.With("manual", tmpl.Name, "file", abs)
+	if err := transports.PrecheckManual(ctx, data); err != nil {
+		return nil, err
+	}
 	doc, err := manuals.DecodeDocument(data)
 	if err != nil {
 		return nil, fail(err)

@@ -113,6 +113,7 @@ type request struct {
 	header nethttp.Header // may be the plan's: never modified
 	body   []byte         // nil: no body
 	auth   *utcp.Auth
+	max    int64 // body cap; 0: the transport's
 }
 
 // redacted is the request's URL for messages (see transports.RedactURL).
@@ -167,7 +168,11 @@ func (t *Transport) do(ctx context.Context, r *request, buf *bytes.Buffer) (int,
 			t.tokens.Invalidate(r.auth)
 			continue
 		}
-		if err := readBody(resp, t.maxResponse, buf); err != nil {
+		max := t.maxResponse
+		if r.max > 0 {
+			max = r.max
+		}
+		if err := readBody(resp, max, buf); err != nil {
 			if ctx.Err() != nil {
 				return 0, "", fmt.Errorf("http %s %s: %w", r.method, r.redacted(), ctx.Err())
 			}
@@ -524,7 +529,7 @@ func (t *Transport) RegisterManual(ctx context.Context, tmpl *utcp.CallTemplate)
 	if header.Get("User-Agent") == "" {
 		header.Set("User-Agent", "utcpd")
 	}
-	r := &request{method: spec.HTTPMethod, rawURL: u.String(), url: u, header: header, auth: auth}
+	r := &request{method: spec.HTTPMethod, rawURL: u.String(), url: u, header: header, auth: auth, max: transports.ManualReadCap(ctx, t.maxResponse)}
 	ctx, cancel := withTimeout(ctx, spec, DefaultDiscoveryTimeout)
 	defer cancel()
 	ctx = transports.WithAllowInsecure(ctx, spec.AllowInsecure)
@@ -541,12 +546,15 @@ func (t *Transport) RegisterManual(ctx context.Context, tmpl *utcp.CallTemplate)
 		}
 		var uerr *utcp.Error
 		if errors.As(err, &uerr) && uerr.Code != utcp.CodeTransportError {
-			return nil, err // invalid_template, unauthorized (token), payload_too_large
+			return nil, transports.AsManualTooLarge(ctx, err, r.max) // invalid_template, unauthorized (token), payload_too_large
 		}
 		return nil, fail("%w", err)
 	}
 	if status < 200 || status > 299 {
 		return nil, fail("HTTP %d %s: %s", status, nethttp.StatusText(status), excerpt(body)).WithDetail("status", status)
+	}
+	if err := transports.PrecheckManual(ctx, body); err != nil {
+		return nil, err // over the discovery limits: refused before decoding
 	}
 
 	doc, err := manuals.DecodeDocument(body)
@@ -555,8 +563,11 @@ func (t *Transport) RegisterManual(ctx context.Context, tmpl *utcp.CallTemplate)
 	}
 	switch {
 	case isManualDoc(doc):
-		m, warnings, err := manuals.ParseManual(body)
+		m, warnings, err := transports.ParseManual(ctx, body)
 		if err != nil {
+			if transports.IsLimit(err) {
+				return nil, err
+			}
 			return nil, fail("%w", err)
 		}
 		for _, w := range warnings {
@@ -573,6 +584,9 @@ func (t *Transport) RegisterManual(ctx context.Context, tmpl *utcp.CallTemplate)
 		})
 		if err != nil {
 			return nil, fail("converting the OpenAPI document: %w", err)
+		}
+		if err := transports.CheckTools(ctx, len(m.Tools)); err != nil {
+			return nil, err
 		}
 		return m, nil
 	}

@@ -622,6 +622,9 @@ func (m *manual) list(ctx context.Context) ([]utcp.Tool, error) {
 		}
 		m.servers[name].listed.Store(true)
 	}
+	if len(tools) > listLimit(ctx) {
+		return nil, transports.TooManyTools(listLimit(ctx))
+	}
 	if tools == nil {
 		tools = []utcp.Tool{}
 	}
@@ -1268,27 +1271,36 @@ func (s *server) listTools(ctx context.Context) ([]utcp.Tool, error) {
 		if ir := sess.cs.InitializeResult(); ir != nil {
 			caps = ir.Capabilities
 		}
+		maxTools := listLimit(ctx)
 		if caps == nil || caps.Tools != nil {
-			for tool, err := range sess.cs.Tools(ctx, nil) {
+			err := pages(ctx, s.name, "tools/list", maxTools, func(ctx context.Context, cursor string) (string, int, error) {
+				res, err := sess.cs.ListTools(ctx, &sdk.ListToolsParams{Cursor: cursor})
 				if err != nil {
-					var we *jsonrpc.Error
-					if errors.As(err, &we) && we.Code == jsonrpc.CodeMethodNotFound {
-						break
-					}
-					return err
+					return "", 0, err
 				}
-				tools = append(tools, convertTool(s.name, tool))
+				for _, tool := range res.Tools {
+					tools = append(tools, convertTool(s.name, tool))
+				}
+				return res.NextCursor, len(tools), nil
+			})
+			if err != nil {
+				return err
 			}
 		}
 		if s.m.spec.RegisterResourcesAsTools && (caps == nil || caps.Resources != nil) {
-			for r, err := range sess.cs.Resources(ctx, nil) {
+			var list []*sdk.Resource
+			err := pages(ctx, s.name, "resources/list", maxTools-len(tools), func(ctx context.Context, cursor string) (string, int, error) {
+				res, err := sess.cs.ListResources(ctx, &sdk.ListResourcesParams{Cursor: cursor})
 				if err != nil {
-					var we *jsonrpc.Error
-					if errors.As(err, &we) && we.Code == jsonrpc.CodeMethodNotFound {
-						break
-					}
-					return err
+					return "", 0, err
 				}
+				list = append(list, res.Resources...)
+				return res.NextCursor, len(list), nil
+			})
+			if err != nil {
+				return err
+			}
+			for _, r := range list {
 				tool := resourceTool(s.name, r)
 				local := strings.TrimPrefix(tool.Name, s.name+".")
 				if _, dup := resources[local]; dup {
@@ -1307,6 +1319,58 @@ func (s *server) listTools(ctx context.Context) ([]utcp.Tool, error) {
 	s.resources = maps.Clone(resources)
 	s.resMu.Unlock()
 	return tools, nil
+}
+
+// PrefixedToolNames reports that the transport names its tools
+// "<server>.<tool>", the server name from the admin's manual template
+// (transports.PrefixedNames).
+func (t *Transport) PrefixedToolNames() bool { return true }
+
+var _ transports.PrefixedNames = (*Transport)(nil)
+
+// MaxListPages caps the pages of one server's tools/list (and
+// resources/list): a server that answers a nextCursor forever is refused
+// after that many pages instead of being paged without end.
+const MaxListPages = 100
+
+// listLimit is the most tools one manual may list: the context's
+// transports.DiscoveryLimits.MaxTools, or the default.
+func listLimit(ctx context.Context) int {
+	if n := transports.DiscoveryLimitsFrom(ctx).MaxTools; n > 0 {
+		return n
+	}
+	return transports.DefaultMaxToolsPerManual
+}
+
+// pages runs one paginated list: page fetches the page at cursor and
+// returns the next cursor and the number of items gathered so far. A
+// server without the method (method not found) lists nothing. Past
+// MaxListPages pages, or past max items, the listing is refused with a
+// discovery_failed error naming the limit; nothing of it is kept.
+func pages(ctx context.Context, server, method string, max int, page func(ctx context.Context, cursor string) (string, int, error)) error {
+	cursor := ""
+	for n := 1; ; n++ {
+		next, items, err := page(ctx, cursor)
+		if err != nil {
+			var we *jsonrpc.Error
+			if errors.As(err, &we) && we.Code == jsonrpc.CodeMethodNotFound {
+				return nil
+			}
+			return err
+		}
+		if items > max {
+			return transports.TooManyTools(listLimit(ctx))
+		}
+		if next == "" {
+			return nil
+		}
+		if n >= MaxListPages {
+			return utcp.NewError(utcp.CodeDiscoveryFailed,
+				"mcp: server %s: %s still answers a nextCursor after %d pages (the limit of pages per listing); refusing the listing", server, method, MaxListPages).
+				WithDetail("limit_pages", MaxListPages).WithDetail("limit", "mcp_list_pages")
+		}
+		cursor = next
+	}
 }
 
 // resourceURI returns the URI behind a resource tool name.

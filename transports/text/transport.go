@@ -61,6 +61,9 @@ func (t *Transport) RegisterManual(ctx context.Context, tmpl *utcp.CallTemplate)
 	if t.closed.Load() {
 		return nil, errClosed
 	}
+	if err := transports.PrecheckManual(ctx, []byte(spec.Content)); err != nil {
+		return nil, err
+	}
 	m, err := parseDocument([]byte(spec.Content), manuals.OpenAPIOptions{
 		SpecURL:   SpecURL,
 		BaseURL:   spec.BaseURL,

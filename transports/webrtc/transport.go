@@ -17,7 +17,6 @@ import (
 
 	"github.com/pion/webrtc/v4"
 
-	"github.com/utcpd/utcpd/manuals"
 	"github.com/utcpd/utcpd/transports"
 	"github.com/utcpd/utcpd/utcp"
 )
@@ -266,7 +265,10 @@ func (t *Transport) discover(ctx context.Context, manual string, spec *Template,
 	}
 	switch m.typ {
 	case TypeManual:
-		man, warnings, err := manuals.ParseManual(m.manual)
+		man, warnings, err := transports.ParseManual(ctx, m.manual)
+		if transports.IsLimit(err) {
+			return nil, err
+		}
 		if err != nil {
 			return nil, fail("the peer's manual: %w", err)
 		}

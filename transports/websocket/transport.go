@@ -22,7 +22,6 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/utcpd/utcpd/internal/netguard"
-	"github.com/utcpd/utcpd/manuals"
 	"github.com/utcpd/utcpd/transports"
 	"github.com/utcpd/utcpd/utcp"
 )
@@ -328,7 +327,10 @@ func (t *Transport) discover(ctx context.Context, manual string, spec *Template,
 	}
 	switch f.typ {
 	case FrameManual:
-		m, warnings, err := manuals.ParseManual(f.manual)
+		m, warnings, err := transports.ParseManual(ctx, f.manual)
+		if transports.IsLimit(err) {
+			return nil, err
+		}
 		if err != nil {
 			return nil, fail("the server's manual: %w", err)
 		}
