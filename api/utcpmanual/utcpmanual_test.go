@@ -367,7 +367,7 @@ func TestChainedGateway(t *testing.T) {
 	var args map[string]any
 	decode(t, []byte(`{"count":3,"ratio":0.5,"flag":false,"label":"a&b=c","tags":["x","y"],"ids":[1],
 		"options":{"level":2,"deep":{"on":true}},"config":{"k":[null,{}]}}`), &args)
-	out, err := g2.CallTool(t.Context(), "upstream.typed.echo", args, gateway.CallOptions{})
+	out, err := g2.CallTool(t.Context(), "upstream.typed_echo", args, gateway.CallOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -379,7 +379,7 @@ func TestChainedGateway(t *testing.T) {
 	}
 	// The downstream gateway's http transport reads a 5xx as a transport
 	// failure; the envelope it shows still names the tool error.
-	if _, err := g2.CallTool(t.Context(), "upstream.typed.crash", nil, gateway.CallOptions{}); err == nil || !strings.Contains(err.Error(), `"code":"tool_error"`) {
+	if _, err := g2.CallTool(t.Context(), "upstream.typed_crash", nil, gateway.CallOptions{}); err == nil || !strings.Contains(err.Error(), `"code":"tool_error"`) {
 		t.Errorf("a tool error upstream: %v", err)
 	}
 }
