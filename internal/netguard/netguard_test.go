@@ -246,6 +246,11 @@ func TestDialLoopbackByOriginOnly(t *testing.T) {
 		c.Close()
 	}
 
+	// The listener counts the two dials above asynchronously: wait for
+	// them, so that a late count is not taken for the refused dial.
+	for deadline := time.Now().Add(5 * time.Second); accepted.Load() < 2 && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+	}
 	other := WithPolicy(t.Context(), NewPolicy("m", []HostPort{{Host: "localhost", Port: "1"}}, nil))
 	before := accepted.Load()
 	if c, err := dial(other, "tcp", net.JoinHostPort("localhost", port)); err == nil {
