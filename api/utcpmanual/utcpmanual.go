@@ -49,16 +49,19 @@
 package utcpmanual
 
 import (
+	"bufio"
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -140,18 +143,48 @@ type Handler struct {
 
 	mu       sync.Mutex
 	cache    map[string]*rendered // by base URL
-	tools    []manualTool         // base-independent, for toolsGen
+	pieces   []toolPiece          // base-independent encoded tools, for toolsGen
 	toolsGen uint64
 	infos    map[string]*toolInfo // by the name the call route was given
 	infoGen  uint64
 }
 
-// rendered is the manual for one base URL at one generation.
+// rendered is what is kept of the manual for one base URL at one
+// generation: its head (up to the tools array), the base as it is written
+// into each tool's URL, its length and ETag. The body itself is never held
+// whole: serveManual writes it from the per-tool pieces.
 type rendered struct {
-	gen  uint64
-	body []byte
-	etag string
+	gen    uint64
+	head   []byte
+	base   []byte // JSON-escaped, without quotes
+	pieces []toolPiece
+	length int
+	etag   string
 }
+
+// toolPiece is one tool's JSON split where the base URL goes: the manual
+// holds before + base + after for it.
+type toolPiece struct {
+	before, after []byte
+}
+
+// manualTail ends the tools array and the manual.
+const manualTail = "]}\n"
+
+// writeTools writes the tools array's elements for base, separated by
+// commas (without the brackets).
+func writeTools(w io.Writer, base []byte, pieces []toolPiece) {
+	for i, p := range pieces {
+		if i > 0 {
+			_, _ = w.Write(comma)
+		}
+		_, _ = w.Write(p.before)
+		_, _ = w.Write(base)
+		_, _ = w.Write(p.after)
+	}
+}
+
+var comma = []byte(",")
 
 // toolInfo is what the call route needs to know of a tool.
 type toolInfo struct {
@@ -256,7 +289,25 @@ func (h *Handler) serveManual(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusNotModified)
 		return
 	}
-	httpx.WriteRaw(w, http.StatusOK, "application/json", m.body)
+	// Streamed from the per-tool pieces: a gateway with many tools is
+	// never one body in memory (docs/security.md, "Discovery limits").
+	hdr.Set("Content-Type", "application/json")
+	hdr.Set("Content-Length", strconv.Itoa(m.length))
+	hdr.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(http.StatusOK)
+	if r.Method == http.MethodHead {
+		return
+	}
+	bw := bufio.NewWriterSize(w, 32<<10)
+	m.writeTo(bw)
+	_ = bw.Flush()
+}
+
+// writeTo writes the manual's body.
+func (m *rendered) writeTo(w io.Writer) {
+	_, _ = w.Write(m.head)
+	writeTools(w, m.base, m.pieces)
+	_, _ = io.WriteString(w, manualTail)
 }
 
 // etagMatches implements If-None-Match's weak comparison against a strong
@@ -291,12 +342,12 @@ func (h *Handler) manual(base string) *rendered {
 	return m
 }
 
-// The manual's JSON shapes. Field sets are exactly UTCP's: the
-// TypeScript client rejects unknown keys in a manual and in a tool.
 // jsonHeaders are the headers of every tool's call template (shared,
 // read-only).
 var jsonHeaders = map[string]string{"Content-Type": "application/json"}
 
+// The manual's JSON shapes. Field sets are exactly UTCP's: the
+// TypeScript client rejects unknown keys in a manual and in a tool.
 type (
 	manualTool struct {
 		Name                string          `json:"name"`
@@ -327,38 +378,76 @@ type (
 	}
 )
 
-// render builds the manual for base: tools sorted by name, the
-// manual_version "1.0.0+<digest of the tools>", a strong ETag over the
-// whole body. The base-independent part of each tool is computed once
-// per generation. Call with h.mu held.
+// render prepares the manual for base: tools sorted by name, the
+// manual_version "1.0.0+<digest of the tools array>", a strong ETag over
+// the whole body. Both digests are computed by hashing the pieces as they
+// would be written, so no body is assembled. The base-independent pieces
+// of each tool are encoded once per generation. Call with h.mu held.
 func (h *Handler) render(base string, gen uint64) *rendered {
-	if h.tools == nil || h.toolsGen != gen {
-		h.tools = h.toolList()
+	if h.pieces == nil || h.toolsGen != gen {
+		h.pieces = h.encodePieces(h.toolList())
 		h.toolsGen = gen
 	}
-	list := make([]manualTool, len(h.tools))
-	for i, t := range h.tools {
-		list[i] = t
-		list[i].ToolCallTemplate.URL = base + list[i].ToolCallTemplate.URL
-	}
-	var tb bytes.Buffer
-	enc := json.NewEncoder(&tb)
+	var eb bytes.Buffer
+	enc := json.NewEncoder(&eb)
+	enc.SetEscapeHTML(false) // as the tools are encoded
+	_ = enc.Encode(base)
+	esc := bytes.TrimSuffix(bytes.TrimPrefix(bytes.TrimSpace(eb.Bytes()), []byte(`"`)), []byte(`"`))
+	arr := sha256.New()
+	arr.Write([]byte("["))
+	writeTools(arr, esc, h.pieces)
+	arr.Write([]byte("]"))
+	digest := arr.Sum(nil)
+	head := []byte(`{"utcp_version":"` + utcp.Version + `","manual_version":"1.0.0+` + hex.EncodeToString(digest[:6]) + `","tools":[`)
+	m := &rendered{gen: gen, head: head, base: esc, pieces: h.pieces}
+	body := sha256.New()
+	cw := &countWriter{w: body}
+	m.writeTo(cw)
+	sum := body.Sum(nil)
+	m.length, m.etag = cw.n, `"`+hex.EncodeToString(sum[:16])+`"`
+	return m
+}
+
+// encodePieces encodes each tool (its URL holding only the path) and
+// splits it just before the path, where render puts the base.
+func (h *Handler) encodePieces(list []manualTool) []toolPiece {
+	out := make([]toolPiece, 0, len(list))
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
-	if err := enc.Encode(list); err != nil {
-		// Unreachable: every schema went through clientSchema.
-		h.log.Error("encoding the UTCP manual", "err", err)
-		tb.Reset()
-		tb.WriteString("[]")
+	for i := range list {
+		buf.Reset()
+		if err := enc.Encode(&list[i]); err != nil {
+			// Unreachable: every schema went through clientSchema.
+			h.log.Error("encoding a tool of the UTCP manual", "tool", list[i].Name, "err", err)
+			continue
+		}
+		b := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+		// The template is the tool's last field, so its url is the last
+		// match (a schema may hold the same bytes).
+		at := bytes.LastIndex(b, urlMarker)
+		if at < 0 {
+			h.log.Error("encoding a tool of the UTCP manual: no url", "tool", list[i].Name)
+			continue
+		}
+		at += len(urlMarker)
+		out = append(out, toolPiece{before: bytes.Clone(b[:at]), after: bytes.Clone(b[at:])})
 	}
-	toolsJSON := bytes.TrimSpace(tb.Bytes())
-	digest := sha256.Sum256(toolsJSON)
-	var body bytes.Buffer
-	body.Grow(len(toolsJSON) + 96)
-	body.WriteString(`{"utcp_version":"` + utcp.Version + `","manual_version":"1.0.0+` + hex.EncodeToString(digest[:6]) + `","tools":`)
-	body.Write(toolsJSON)
-	body.WriteString("}\n")
-	sum := sha256.Sum256(body.Bytes())
-	return &rendered{gen: gen, body: body.Bytes(), etag: `"` + hex.EncodeToString(sum[:16]) + `"`}
+	return out
+}
+
+// urlMarker precedes the URL in an encoded tool.
+var urlMarker = []byte(`"tool_call_template":{"call_template_type":"http","url":"`)
+
+// countWriter counts what passes through it.
+type countWriter struct {
+	w io.Writer
+	n int
+}
+
+func (c *countWriter) Write(p []byte) (int, error) {
+	c.n += len(p)
+	return c.w.Write(p)
 }
 
 // toolList returns the manual's tools sorted by name, each template's URL
