@@ -84,6 +84,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/utcpd/utcpd/gateway"
@@ -171,6 +172,10 @@ type Options struct {
 	// MaxConcurrent bounds the runs executing at once (default 4 ×
 	// GOMAXPROCS); a run waits for a slot up to its own timeout.
 	MaxConcurrent int
+	// MaxTotalMemory caps the memory estimates of all the Runner's runs
+	// together (default 4 × MemoryLimit); a run whose growth would take
+	// the total over it fails with memory_limit.
+	MaxTotalMemory int64
 }
 
 // Caller is who runs a program: the principal its tool calls carry.
@@ -274,6 +279,7 @@ type Runner struct {
 	opts  Options
 	sem   chan struct{}
 	cache protoCache
+	total atomic.Int64 // the runs' memory estimates together
 }
 
 // New returns a Runner for opts.
@@ -283,7 +289,7 @@ func New(opts Options) (*Runner, error) {
 	}
 	if opts.DefaultTimeout < 0 || opts.MaxTimeout < 0 || opts.DefaultToolCalls < 0 || opts.MaxToolCalls < 0 ||
 		opts.MaxInstructions < 0 || opts.MemoryLimit < 0 || opts.MaxCodeBytes < 0 || opts.MaxLogBytes < 0 ||
-		opts.MaxCallDepth < 0 || opts.MaxRegistrySlots < 0 || opts.CallTimeout < 0 || opts.MaxConcurrent < 0 {
+		opts.MaxCallDepth < 0 || opts.MaxRegistrySlots < 0 || opts.CallTimeout < 0 || opts.MaxConcurrent < 0 || opts.MaxTotalMemory < 0 {
 		return nil, errors.New("codemode: limits must not be negative")
 	}
 	def := func(v *int, d int) {
@@ -311,6 +317,12 @@ func New(opts Options) (*Runner, error) {
 	}
 	if opts.MemoryLimit == 0 {
 		opts.MemoryLimit = DefaultMemoryLimit
+	}
+	if opts.MaxTotalMemory == 0 {
+		opts.MaxTotalMemory = 4 * opts.MemoryLimit
+	}
+	if opts.MaxTotalMemory < opts.MemoryLimit {
+		return nil, errors.New("codemode: MaxTotalMemory must be at least MemoryLimit")
 	}
 	if opts.DefaultTimeout > opts.MaxTimeout || opts.DefaultToolCalls > opts.MaxToolCalls {
 		return nil, errors.New("codemode: a default is above its maximum")
