@@ -16,8 +16,9 @@
 // A program sees only: call_tool(name, args), search_tools(query, limit),
 // list_tools(), json.encode / json.decode / json.null, print (captured),
 // copies of the string, table and math libraries (string.dump removed;
-// string.rep, byte, char, format, gsub, find, match, gmatch, upper,
-// lower, reverse and table.concat wrapped with size checks; math.random
+// string.rep, byte, char, format, upper, lower, reverse and table.concat
+// wrapped with size checks; find, match, gmatch and gsub reimplemented,
+// see pattern.go; math.random
 // with a per-run generator), and the safe base functions assert, error, ipairs, pairs,
 // next, select, tonumber, tostring, type, unpack, pcall, xpcall,
 // rawequal, rawget, rawset, getmetatable, setmetatable, _G and _VERSION.
@@ -49,23 +50,27 @@
 //     compiled to a checked call); every tool result and json.decode
 //     output is charged by its size; and the live data reachable from
 //     the globals, the registry and every active frame's locals (with
-//     the upvalues and metatables they reach) is measured by a walk, run
-//     when charges would pass the limit and otherwise every max(16384,
-//     headroom/64) instructions, so that growth by plain table stores
-//     between walks stays within about 1 MiB of the limit. The Lua
-//     registry (value stack) is capped at MaxRegistrySlots and the call
-//     stack at MaxCallDepth frames; a "stack overflow" is an ordinary,
-//     catchable runtime_error, as in Lua, and a registry overflow that
-//     ends the run is a memory_limit (unpack and string.byte asked for
-//     more values than the registry holds are one up front).
+//     the upvalues and metatables they reach) is measured by a walk with
+//     a model calibrated against gopher-lua's real usage (tables are
+//     costed from their real slice and map capacities). The walk runs
+//     when charges would pass the limit and when the process's
+//     allocation counter (read every 1024 instructions) says the run may
+//     have grown past its headroom. The Lua registry (value stack) is
+//     capped at MaxRegistrySlots and the call stack at MaxCallDepth
+//     frames; a "stack overflow" is an ordinary, catchable
+//     runtime_error, as in Lua, and a registry overflow that ends the run
+//     is a memory_limit. Options.MaxTotalMemory caps all runs' estimates
+//     together; a run that would pass it fails with memory_limit too.
 //   - tool_call_limit: call_tool calls per run.
 //
-// A library function that runs long inside Go (a pathological pattern
-// over a long subject) cannot be interrupted: Run returns its timeout
-// error at the deadline and the function finishes in the background; it
-// keeps its concurrency slot (Options.MaxConcurrent) until it does, so
-// such runs cannot pile up. Pattern subjects are capped to keep this
-// rare.
+// Pattern matching (string.find, match, gmatch, gsub) uses the
+// package's own Lua 5.1 matcher, which charges each step to the
+// instruction budget and checks the deadline every 1024 steps, so a
+// pathological pattern stops at the deadline. Another library function
+// that runs long inside Go (table.sort without a comparator) cannot be
+// interrupted: Run returns its timeout error at the deadline and the
+// function finishes in the background, keeping its concurrency slot
+// (Options.MaxConcurrent) until it does.
 //
 // # Tools inside a program
 //

@@ -42,11 +42,8 @@ type swissMap struct {
 }
 
 type swissTable struct {
-	used       uint16
-	capacity   uint16
-	growthLeft uint16
-	localDepth uint8
-	index      int
+	_        uint16 // used
+	capacity uint16
 }
 
 var swissOK = checkSwiss()
