@@ -16,8 +16,9 @@
 // A program sees only: call_tool(name, args), search_tools(query, limit),
 // list_tools(), json.encode / json.decode / json.null, print (captured),
 // copies of the string, table and math libraries (string.dump removed;
-// string.rep, byte, char, format, gsub, find, match, gmatch, upper,
-// lower, reverse and table.concat wrapped with size checks; math.random
+// string.rep, byte, char, format, upper, lower, reverse and table.concat
+// wrapped with size checks; find, match, gmatch and gsub reimplemented,
+// see pattern.go; math.random
 // with a per-run generator), and the safe base functions assert, error, ipairs, pairs,
 // next, select, tonumber, tostring, type, unpack, pcall, xpcall,
 // rawequal, rawget, rawset, getmetatable, setmetatable, _G and _VERSION.
@@ -49,23 +50,27 @@
 //     compiled to a checked call); every tool result and json.decode
 //     output is charged by its size; and the live data reachable from
 //     the globals, the registry and every active frame's locals (with
-//     the upvalues and metatables they reach) is measured by a walk, run
-//     when charges would pass the limit and otherwise every max(16384,
-//     headroom/64) instructions, so that growth by plain table stores
-//     between walks stays within about 1 MiB of the limit. The Lua
-//     registry (value stack) is capped at MaxRegistrySlots and the call
-//     stack at MaxCallDepth frames; a "stack overflow" is an ordinary,
-//     catchable runtime_error, as in Lua, and a registry overflow that
-//     ends the run is a memory_limit (unpack and string.byte asked for
-//     more values than the registry holds are one up front).
+//     the upvalues and metatables they reach) is measured by a walk with
+//     a model calibrated against gopher-lua's real usage (tables are
+//     costed from their real slice and map capacities). The walk runs
+//     when charges would pass the limit and when the process's
+//     allocation counter (read every 1024 instructions) says the run may
+//     have grown past its headroom. The Lua registry (value stack) is
+//     capped at MaxRegistrySlots and the call stack at MaxCallDepth
+//     frames; a "stack overflow" is an ordinary, catchable
+//     runtime_error, as in Lua, and a registry overflow that ends the run
+//     is a memory_limit. Options.MaxTotalMemory caps all runs' estimates
+//     together; a run that would pass it fails with memory_limit too.
 //   - tool_call_limit: call_tool calls per run.
 //
-// A library function that runs long inside Go (a pathological pattern
-// over a long subject) cannot be interrupted: Run returns its timeout
-// error at the deadline and the function finishes in the background; it
-// keeps its concurrency slot (Options.MaxConcurrent) until it does, so
-// such runs cannot pile up. Pattern subjects are capped to keep this
-// rare.
+// Pattern matching (string.find, match, gmatch, gsub) uses the
+// package's own Lua 5.1 matcher, which charges each step to the
+// instruction budget and checks the deadline every 1024 steps, so a
+// pathological pattern stops at the deadline. Another library function
+// that runs long inside Go (table.sort without a comparator) cannot be
+// interrupted: Run returns its timeout error at the deadline and the
+// function finishes in the background, keeping its concurrency slot
+// (Options.MaxConcurrent) until it does.
 //
 // # Tools inside a program
 //
@@ -84,6 +89,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/utcpd/utcpd/gateway"
@@ -171,6 +177,10 @@ type Options struct {
 	// MaxConcurrent bounds the runs executing at once (default 4 ×
 	// GOMAXPROCS); a run waits for a slot up to its own timeout.
 	MaxConcurrent int
+	// MaxTotalMemory caps the memory estimates of all the Runner's runs
+	// together (default 4 × MemoryLimit); a run whose growth would take
+	// the total over it fails with memory_limit.
+	MaxTotalMemory int64
 }
 
 // Caller is who runs a program: the principal its tool calls carry.
@@ -274,6 +284,7 @@ type Runner struct {
 	opts  Options
 	sem   chan struct{}
 	cache protoCache
+	total atomic.Int64 // the runs' memory estimates together
 }
 
 // New returns a Runner for opts.
@@ -283,7 +294,7 @@ func New(opts Options) (*Runner, error) {
 	}
 	if opts.DefaultTimeout < 0 || opts.MaxTimeout < 0 || opts.DefaultToolCalls < 0 || opts.MaxToolCalls < 0 ||
 		opts.MaxInstructions < 0 || opts.MemoryLimit < 0 || opts.MaxCodeBytes < 0 || opts.MaxLogBytes < 0 ||
-		opts.MaxCallDepth < 0 || opts.MaxRegistrySlots < 0 || opts.CallTimeout < 0 || opts.MaxConcurrent < 0 {
+		opts.MaxCallDepth < 0 || opts.MaxRegistrySlots < 0 || opts.CallTimeout < 0 || opts.MaxConcurrent < 0 || opts.MaxTotalMemory < 0 {
 		return nil, errors.New("codemode: limits must not be negative")
 	}
 	def := func(v *int, d int) {
@@ -311,6 +322,12 @@ func New(opts Options) (*Runner, error) {
 	}
 	if opts.MemoryLimit == 0 {
 		opts.MemoryLimit = DefaultMemoryLimit
+	}
+	if opts.MaxTotalMemory == 0 {
+		opts.MaxTotalMemory = 4 * opts.MemoryLimit
+	}
+	if opts.MaxTotalMemory < opts.MemoryLimit {
+		return nil, errors.New("codemode: MaxTotalMemory must be at least MemoryLimit")
 	}
 	if opts.DefaultTimeout > opts.MaxTimeout || opts.DefaultToolCalls > opts.MaxToolCalls {
 		return nil, errors.New("codemode: a default is above its maximum")

@@ -32,17 +32,18 @@ var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); retu
 
 // hook is the context of a run's Lua state. gopher-lua calls Done before
 // every VM instruction (mainLoopWithContext), so Done counts
-// instructions, schedules the memory walks and, once the run is killed,
-// returns a closed channel so that every further instruction raises. It
-// is used by the run's Lua goroutine only.
+// instructions, looks at the process's allocation counter every
+// allocCheckEvery instructions to schedule the memory walks and, once the
+// run is killed, returns a closed channel so that every further
+// instruction raises. It is used by the run's Lua goroutine only.
 type hook struct {
 	context.Context // the run's deadline context
 	done            <-chan struct{}
 	rn              *run
-	steps           int64 // instructions so far
+	steps           int64 // instructions (and pattern-matching steps) so far
 	next            int64 // steps at which slow runs
 	maxSteps        int64
-	nextWalk        int64
+	nextWalk        int64 // no allocation-triggered walk before
 }
 
 // Done counts one instruction.
@@ -65,14 +66,31 @@ func (h *hook) slow() <-chan struct{} {
 		h.next = 0
 		return closedChan
 	}
-	if h.steps >= h.nextWalk {
+	if h.steps >= h.nextWalk && rn.needWalk() {
 		if !rn.walk() {
 			h.next = 0
 			return closedChan
 		}
 	}
-	h.next = min(h.maxSteps+1, h.nextWalk)
+	h.next = min(h.maxSteps+1, h.steps+allocCheckEvery)
 	return h.done
+}
+
+// spend charges n steps of work done inside Go (pattern matching) to the
+// instruction budget and checks the deadline: it raises once the run is
+// killed, over its budget or past its deadline.
+func (h *hook) spend(L *lua.LState, n int64) {
+	h.steps += n
+	rn := h.rn
+	if rn.killed == alive && h.steps > h.maxSteps {
+		rn.kill(killInstructions, fmt.Sprintf("the program ran more than %d Lua instructions (pattern matching steps included)", h.maxSteps))
+	}
+	if rn.killed != alive {
+		L.RaiseError("%s", rn.killMsg)
+	}
+	if h.Context.Err() != nil {
+		L.RaiseError("the run's deadline passed")
+	}
 }
 
 // Err is the kill message once killed, else the deadline's error.
@@ -104,26 +122,29 @@ type run struct {
 	finished bool
 
 	// Used by the Lua goroutine only.
-	L         *lua.LState
-	hook      *hook
-	killed    killReason
-	killMsg   string
-	nCalls    int
-	memLimit  int64
-	memEst    int64 // bytes reachable at the last walk
-	fresh     int64 // bytes charged since the last walk
-	nodes     int64 // values toGo may still visit
-	toolErrMt *lua.LTable
-	null      *lua.LUserData
-	rng       *rand.Rand
+	L        *lua.LState
+	hook     *hook
+	killed   killReason
+	killMsg  string
+	nCalls   int
+	memLimit int64
+	memEst   int64 // bytes reachable at the last walk
+	fresh    int64 // bytes charged since the last walk
+	reported int64 // what the Runner's total holds for this run
+	// allocsAtWalk is the process's allocation counter at the last walk.
+	allocsAtWalk uint64
+	nodes        int64 // values toGo may still visit
+	toolErrMt    *lua.LTable
+	null         *lua.LUserData
+	rng          *rand.Rand
 }
 
 func newRun(r *Runner, ctx context.Context, caller Caller, maxCalls int) *run {
 	rn := &run{r: r, ctx: ctx, caller: caller, maxCalls: maxCalls, memLimit: r.opts.MemoryLimit, calls: []ToolCall{}}
 	rn.logs.max = r.opts.MaxLogBytes
 	rn.hook = &hook{Context: ctx, done: ctx.Done(), rn: rn, maxSteps: r.opts.MaxInstructions}
-	rn.hook.nextWalk = walkInterval
-	rn.hook.next = min(rn.hook.maxSteps+1, rn.hook.nextWalk)
+	rn.hook.next = min(rn.hook.maxSteps+1, allocCheckEvery)
+	rn.allocsAtWalk = processAllocs()
 	return rn
 }
 
@@ -161,6 +182,7 @@ func (rn *run) execute(proto *lua.FunctionProto) {
 		MinimizeStackMemory: false,
 	})
 	defer L.Close()
+	defer rn.release()
 	rn.L = L
 	cat := rn.openLibs(L)
 	L.SetContext(rn.hook)

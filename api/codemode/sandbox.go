@@ -15,7 +15,7 @@ type libFuncs struct {
 	base, str, tab, math map[string]lua.LGFunction
 	mathConst            map[string]lua.LNumber
 	// Closures and their upvalue functions.
-	ipairs, ipairsAux, pairs, pairsAux, gmatch, gmatchIter lua.LGFunction
+	ipairs, ipairsAux, pairs, pairsAux lua.LGFunction
 }
 
 // The functions a program gets. Not listed, so absent: collectgarbage,
@@ -64,17 +64,16 @@ func readLib() *libFuncs {
 			l.mathConst[k.String()] = x
 		}
 	})
-	ip, pa, gm := fn(g, "ipairs"), fn(g, "pairs"), fn(str, "gmatch")
+	ip, pa := fn(g, "ipairs"), fn(g, "pairs")
 	l.ipairs, l.ipairsAux = ip.GFunction, up(ip)
 	l.pairs, l.pairsAux = pa.GFunction, up(pa)
-	l.gmatch, l.gmatchIter = gm.GFunction, up(gm)
 	return l
 }
 
 // wrapped are the checked replacements, by table and name.
 var wrapped = map[string]map[string]lua.LGFunction{
 	"_G": {"unpack": baseUnpack, "print": basePrint},
-	"string": {"rep": strRep, "byte": strByte, "format": strFormat, "char": strChar, "find": strFind, "match": strMatch, "gsub": strGsub,
+	"string": {"rep": strRep, "byte": strByte, "format": strFormat, "char": strChar, "find": strFind, "match": strMatch, "gsub": strGsub, "gmatch": strGmatch,
 		"upper": strSameSize("upper"), "lower": strSameSize("lower"), "reverse": strSameSize("reverse")},
 	"table": {"concat": tabConcat},
 	"math":  {"random": mathRandom, "randomseed": mathRandomseed},
@@ -114,7 +113,6 @@ func (rn *run) openLibs(L *lua.LState) *lua.LFunction {
 
 	str := L.CreateTable(0, len(keptString)+1)
 	fill(str, "string", keptString, lib.str)
-	str.RawSetString("gmatch", L.NewClosure(strGmatch, L.NewFunction(lib.gmatchIter)))
 	g.RawSetString("string", str)
 	mt := L.CreateTable(0, 2)
 	mt.RawSetString("__index", str)

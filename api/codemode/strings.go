@@ -6,14 +6,6 @@ import (
 	lua "github.com/yuin/gopher-lua"
 )
 
-// patternSubject caps the subject of the pattern functions (find without
-// plain, match, gmatch, gsub): their matching runs inside Go, where
-// neither the instruction budget nor the deadline can stop it, and gmatch
-// and gsub collect every match up front.
-func (rn *run) patternSubject() int {
-	return int(min(1<<20, rn.memLimit/64))
-}
-
 // The string functions that build strings or run patterns, checked
 // before the originals (package lib) run.
 func strRep(L *lua.LState) int {
@@ -66,104 +58,9 @@ func strChar(L *lua.LState) int {
 	return lib.str["char"](L)
 }
 
-func strFind(L *lua.LState) int {
-	if !lua.LVAsBool(L.Get(4)) {
-		runOf(L).checkSubject(L)
-	}
-	return lib.str["find"](L)
-}
-
-func strMatch(L *lua.LState) int {
-	runOf(L).checkSubject(L)
-	return lib.str["match"](L)
-}
-
-// strGmatch is a closure over gopher-lua's gmatch iterator (upvalue 1),
-// as the original is.
-func strGmatch(L *lua.LState) int {
-	runOf(L).checkSubject(L)
-	return lib.gmatch(L)
-}
-
-func strGsub(L *lua.LState) int {
-	runOf(L).checkGsub(L)
-	return lib.str["gsub"](L)
-}
-
 func tabConcat(L *lua.LState) int {
 	runOf(L).chargeTableConcat(L)
 	return lib.tab["concat"](L)
-}
-
-// checkSubject refuses a pattern subject over the cap.
-func (rn *run) checkSubject(L *lua.LState) {
-	if s := L.CheckString(1); len(s) > rn.patternSubject() {
-		L.ArgError(1, "subject too long for pattern matching (the sandbox's cap is "+itoa(rn.patternSubject())+" bytes)")
-	}
-}
-
-// checkGsub charges gsub's result. With a string replacement the bound is
-// exact enough: every match (at most len(s)+1, or n) is replaced by the
-// replacement with each %-capture at most len(s). A function or table
-// replacement is wrapped so that each replacement value is charged as it
-// comes.
-func (rn *run) checkGsub(L *lua.LState) {
-	rn.checkSubject(L)
-	s := L.CheckString(1)
-	L.CheckString(2)
-	matches := int64(len(s)) + 1
-	if L.GetTop() >= 4 && L.Get(4) != lua.LNil {
-		if n := L.CheckInt64(4); n >= 0 && n < matches {
-			matches = n
-		}
-	}
-	switch repl := L.Get(3).(type) {
-	case lua.LString:
-		per := int64(len(repl)) + int64(strings.Count(string(repl), "%"))*int64(len(s))
-		bound := int64(len(s)) + matches*per
-		if per > 0 && matches > rn.memLimit/per {
-			bound = -1
-		}
-		rn.charge(L, bound)
-	case lua.LNumber:
-		rn.charge(L, int64(len(s))+matches*int64(len(repl.String())))
-	case *lua.LFunction:
-		rn.charge(L, int64(len(s)))
-		total := int64(len(s))
-		L.Replace(3, L.NewFunction(func(L *lua.LState) int {
-			n := L.GetTop()
-			L.Push(repl)
-			for i := 1; i <= n; i++ {
-				L.Push(L.Get(i))
-			}
-			L.Call(n, 1)
-			rn.chargeReplacement(L, L.Get(-1), &total)
-			return 1
-		}))
-	case *lua.LTable:
-		rn.charge(L, int64(len(s)))
-		total := int64(len(s))
-		L.Replace(3, L.NewFunction(func(L *lua.LState) int {
-			v := L.GetTable(repl, L.Get(1))
-			rn.chargeReplacement(L, v, &total)
-			L.Push(v)
-			return 1
-		}))
-	}
-}
-
-// chargeReplacement adds a replacement value's length to the result's
-// running total. gsub holds every replacement until it builds the
-// result, where no walk can see them, so the total itself must stay
-// within what the estimate leaves.
-func (rn *run) chargeReplacement(L *lua.LState, v lua.LValue, total *int64) {
-	if !lua.LVCanConvToString(v) {
-		return
-	}
-	*total += int64(len(lua.LVAsString(v)))
-	if rn.memEst+*total > rn.memLimit {
-		rn.charge(L, -1)
-	}
 }
 
 // checkFormat refuses a width or precision over two digits (as Lua 5.1

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -12,14 +13,15 @@ import (
 // codeModeKeys are the keys of the gateway section's codemode object.
 var codeModeKeys = []string{
 	"enabled", "default_timeout", "max_timeout", "default_tool_calls", "max_tool_calls",
-	"max_instructions", "memory_limit", "max_concurrent",
+	"max_instructions", "memory_limit", "max_total_memory", "max_concurrent",
 }
 
 // applyCodeModeSetting reads the gateway section's codemode object into s:
 //
 //	"codemode": {"enabled": true, "default_timeout": "10s", "max_timeout": "60s",
 //	             "default_tool_calls": 50, "max_tool_calls": 200,
-//	             "max_instructions": 100000000, "memory_limit": 67108864, "max_concurrent": 8}
+//	             "max_instructions": 100000000, "memory_limit": 67108864,
+//	             "max_total_memory": 268435456, "max_concurrent": 8}
 //
 // Every key is optional; an absent one keeps api/codemode's default. It
 // returns a problem message, "" when the value is good.
@@ -67,15 +69,18 @@ func applyCodeModeSetting(s *settings, v json.RawMessage) string {
 			default:
 				o.MaxConcurrent = n
 			}
-		case "max_instructions", "memory_limit":
+		case "max_instructions", "memory_limit", "max_total_memory":
 			var n int64
 			if json.Unmarshal(v, &n) != nil || n <= 0 {
 				return fmt.Sprintf("codemode.%s must be a positive integer", k)
 			}
-			if k == "max_instructions" {
+			switch k {
+			case "max_instructions":
 				o.MaxInstructions = n
-			} else {
+			case "memory_limit":
 				o.MemoryLimit = n
+			default:
+				o.MaxTotalMemory = n
 			}
 		default:
 			msg := fmt.Sprintf("unknown field %q in codemode (known: %s)", k, strings.Join(codeModeKeys, ", "))
@@ -87,6 +92,9 @@ func applyCodeModeSetting(s *settings, v json.RawMessage) string {
 	}
 	if o.DefaultToolCalls > 0 && o.MaxToolCalls > 0 && o.DefaultToolCalls > o.MaxToolCalls {
 		return fmt.Sprintf("codemode.default_tool_calls %d is more than codemode.max_tool_calls %d", o.DefaultToolCalls, o.MaxToolCalls)
+	}
+	if limit := cmp.Or(o.MemoryLimit, codemode.DefaultMemoryLimit); o.MaxTotalMemory > 0 && o.MaxTotalMemory < limit {
+		return fmt.Sprintf("codemode.max_total_memory %d is less than codemode.memory_limit %d", o.MaxTotalMemory, limit)
 	}
 	s.CodeMode, s.CodeModeOff = o, off
 	return ""

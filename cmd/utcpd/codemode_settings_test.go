@@ -26,13 +26,13 @@ func TestCodeModeSettings(t *testing.T) {
 		t.Fatalf("default: %+v %v", s.CodeMode, err)
 	}
 	s, err = build(`{"gateway": {"codemode": {"default_timeout": "2s", "max_timeout": "30s", "default_tool_calls": 5,
-		"max_tool_calls": 20, "max_instructions": 1000000, "memory_limit": 8388608, "max_concurrent": 2}}}`)
+		"max_tool_calls": 20, "max_instructions": 1000000, "memory_limit": 8388608, "max_total_memory": 33554432, "max_concurrent": 2}}}`)
 	if err != nil {
 		t.Fatal(err)
 	}
 	o := s.CodeMode
 	if s.CodeModeOff || o.DefaultTimeout != 2*time.Second || o.MaxTimeout != 30*time.Second || o.DefaultToolCalls != 5 ||
-		o.MaxToolCalls != 20 || o.MaxInstructions != 1000000 || o.MemoryLimit != 8<<20 || o.MaxConcurrent != 2 {
+		o.MaxToolCalls != 20 || o.MaxInstructions != 1000000 || o.MemoryLimit != 8<<20 || o.MaxConcurrent != 2 || o.MaxTotalMemory != 32<<20 {
 		t.Errorf("tuned: %+v off=%v", o, s.CodeModeOff)
 	}
 	if s, err := build(`{"gateway": {"codemode": {"enabled": false}}}`); err != nil || !s.CodeModeOff {
@@ -44,6 +44,7 @@ func TestCodeModeSettings(t *testing.T) {
 		{`{"gateway": {"codemode": {"max_tool_calls": 0}}}`, "codemode.max_tool_calls"},
 		{`{"gateway": {"codemode": {"default_timeout": "2m", "max_timeout": "1m"}}}`, "longer than"},
 		{`{"gateway": {"codemode": {"max_tool_call": 3}}}`, `unknown field "max_tool_call"`},
+		{`{"gateway": {"codemode": {"memory_limit": 8388608, "max_total_memory": 4194304}}}`, "less than codemode.memory_limit"},
 	} {
 		if _, err := build(bad.cfg); err == nil || !strings.Contains(err.Error(), bad.want) {
 			t.Errorf("%s: %v, want an error naming %q", bad.cfg, err, bad.want)
