@@ -2,6 +2,7 @@ package llm
 
 import (
 	"encoding/json"
+	"io"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -88,6 +89,22 @@ func (c *Cache) Export(p Provider, tools, all []*utcp.Tool, opts ExportOptions) 
 	}
 	s := c.snapshot(all)
 	return render(p, tools, s.names, opts, s.entries)
+}
+
+// ExportPieces is Export for streaming: it returns the length of the
+// export and a function writing it to w piece by piece from the cached
+// per-tool renderings, so that no whole body is assembled. The bytes are
+// Export's.
+func (c *Cache) ExportPieces(p Provider, tools, all []*utcp.Tool, opts ExportOptions) (int, func(w io.Writer), error) {
+	if _, err := ParseProvider(string(p)); err != nil {
+		return 0, nil, err
+	}
+	s := c.snapshot(all)
+	frags, err := renderFrags(p, tools, s.names, opts, s.entries)
+	if err != nil {
+		return 0, nil, err
+	}
+	return joinedLen(p, frags), func(w io.Writer) { writeJoined(w, p, frags) }, nil
 }
 
 // snapshot returns the snapshot of all, building it when all differs

@@ -313,3 +313,28 @@ func BenchmarkExport10kAfterChange(b *testing.B) {
 		})
 	}
 }
+
+// TestExportPiecesSameBytes: the streamed export (what GET /v1/export
+// writes) is byte for byte the uncached export, with the length it
+// announces, for every variant, the whole set, a selection and no tools.
+func TestExportPiecesSameBytes(t *testing.T) {
+	all := append(testTools(), benchTools(700)...)
+	var c llm.Cache
+	for _, v := range variants {
+		for _, sel := range [][]*utcp.Tool{all, {all[5], all[0]}, nil} {
+			want := cold(t, v.p, sel, all, v.strict)
+			for round := range 2 {
+				n, write, err := c.ExportPieces(v.p, sel, all, llm.ExportOptions{Strict: v.strict})
+				if err != nil {
+					t.Fatal(err)
+				}
+				var got bytes.Buffer
+				write(&got)
+				if !bytes.Equal(got.Bytes(), want) || n != len(want) {
+					t.Fatalf("%s strict=%v round %d (%d tools): streamed %d bytes (announced %d), want %d:\n got %.300s\nwant %.300s",
+						v.p, v.strict, round, len(sel), got.Len(), n, len(want), got.Bytes(), want)
+				}
+			}
+		}
+	}
+}

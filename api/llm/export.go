@@ -22,6 +22,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"runtime"
 	"sync"
 
@@ -151,6 +152,16 @@ func render(p Provider, tools []*utcp.Tool, names *Names, opts ExportOptions, en
 	if entries == nil {
 		return renderDirect(p, tools, names, opts)
 	}
+	frags, err := renderFrags(p, tools, names, opts, entries)
+	if err != nil {
+		return nil, err
+	}
+	return join(p, frags), nil
+}
+
+// renderFrags returns each tool's cached rendering (rendering and storing
+// the ones missing), in order.
+func renderFrags(p Provider, tools []*utcp.Tool, names *Names, opts ExportOptions, entries map[*utcp.Tool]*entry) ([][]byte, error) {
 	v := variant(p, opts)
 	frags := make([][]byte, len(tools))
 	errs := make([]error, len(tools))
@@ -178,7 +189,7 @@ func render(p Provider, tools []*utcp.Tool, names *Names, opts ExportOptions, en
 			return nil, fmt.Errorf("tool %s: %w", tools[i].Name, err)
 		}
 	}
-	return join(p, frags), nil
+	return frags, nil
 }
 
 // renderDirect is render without a cache: each worker encodes its run of
@@ -280,21 +291,42 @@ func parallel(n int, fn func(k, start, end int)) {
 // join returns the JSON list of the encoded definitions frags, wrapped
 // for Gemini in its one tool.
 func join(p Provider, frags [][]byte) json.RawMessage {
+	b := bytes.NewBuffer(make([]byte, 0, joinedLen(p, frags)))
+	writeJoined(b, p, frags)
+	return b.Bytes()
+}
+
+// joinedLen is the length writeJoined writes.
+func joinedLen(p Provider, frags [][]byte) int {
 	if p == Gemini && len(frags) == 0 {
-		return json.RawMessage("[]")
+		return 2
 	}
-	size := 64
-	for _, f := range frags {
-		size += len(f) + 1
-	}
-	b := listStart(make([]byte, 0, size), p)
+	n := len(listStart(nil, p)) + len(listEnd(nil, p))
 	for i, f := range frags {
 		if i > 0 {
-			b = append(b, ',')
+			n++
 		}
-		b = append(b, f...)
+		n += len(f)
 	}
-	return listEnd(b, p)
+	return n
+}
+
+// writeJoined writes the export list of frags to w piece by piece: the
+// one assembly of an export, whether it is returned whole (join) or
+// streamed to a client (Cache.ExportTo).
+func writeJoined(w io.Writer, p Provider, frags [][]byte) {
+	if p == Gemini && len(frags) == 0 {
+		_, _ = io.WriteString(w, "[]")
+		return
+	}
+	_, _ = w.Write(listStart(nil, p))
+	for i, f := range frags {
+		if i > 0 {
+			_, _ = io.WriteString(w, ",")
+		}
+		_, _ = w.Write(f)
+	}
+	_, _ = w.Write(listEnd(nil, p))
 }
 
 // exportOne encodes one tool's definition: through the fast path (see

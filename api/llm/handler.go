@@ -1,6 +1,7 @@
 package llm
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"log/slog"
@@ -134,8 +135,17 @@ func ExportTools(g *gateway.Gateway, p Provider, q ExportQuery) (json.RawMessage
 
 // exportTools is ExportTools, through c when it is not nil.
 func exportTools(g *gateway.Gateway, p Provider, q ExportQuery, c *Cache) (json.RawMessage, error) {
-	all := g.ListTools()
-	var tools []*utcp.Tool
+	tools, all := selectTools(g, q)
+	if c != nil {
+		return c.Export(p, tools, all, q.Options)
+	}
+	return Export(p, tools, namesOf(all), q.Options)
+}
+
+// selectTools returns the tools an export query names (CodeMode's first
+// when asked for) and every registered tool (for the name mapping).
+func selectTools(g *gateway.Gateway, q ExportQuery) (tools, all []*utcp.Tool) {
+	all = g.ListTools()
 	if q.Q == "" && len(q.Tags) == 0 {
 		tools = all
 		if q.Limit > 0 && len(tools) > q.Limit {
@@ -148,10 +158,7 @@ func exportTools(g *gateway.Gateway, p Provider, q ExportQuery, c *Cache) (json.
 		tools = slices.DeleteFunc(slices.Clone(tools), func(t *utcp.Tool) bool { return t.Name == codemode.ToolName })
 		tools = append([]*utcp.Tool{codemode.Tool()}, tools...)
 	}
-	if c != nil {
-		return c.Export(p, tools, all, q.Options)
-	}
-	return Export(p, tools, namesOf(all), q.Options)
+	return tools, all
 }
 
 func (h *Handler) export(w http.ResponseWriter, r *http.Request) {
@@ -194,12 +201,25 @@ func (h *Handler) export(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
-	out, err := exportTools(h.g, p, q, &h.cache)
+	tools, all := selectTools(h.g, q)
+	n, write, err := h.cache.ExportPieces(p, tools, all, q.Options)
 	if err != nil {
 		httpx.Logged(h.log, w, r, httpx.Errorf(utcp.CodeInternal, "exporting the tools: %v", err))
 		return
 	}
-	httpx.WriteRaw(w, http.StatusOK, "application/json", out)
+	// Streamed from the cached per-tool renderings: no whole body is
+	// assembled (docs/security.md, "Discovery limits").
+	hdr := w.Header()
+	hdr.Set("Content-Type", "application/json")
+	hdr.Set("Content-Length", strconv.Itoa(n))
+	hdr.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(http.StatusOK)
+	if r.Method == http.MethodHead {
+		return
+	}
+	bw := bufio.NewWriterSize(w, 32<<10)
+	write(bw)
+	_ = bw.Flush()
 }
 
 func (h *Handler) toolCalls(w http.ResponseWriter, r *http.Request) {
