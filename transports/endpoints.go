@@ -46,6 +46,24 @@ func URLEndpoint(field, raw string) (netguard.HostPort, error) {
 	return netguard.HostPort{Host: netguard.CanonicalHost(u.Hostname()), Port: port}, nil
 }
 
+// URLEndpoints returns the endpoints of URL fields given as name, value
+// pairs, skipping empty values: what the Endpoints method of a template
+// whose destinations are URLs returns.
+func URLEndpoints(fieldValues ...string) ([]netguard.HostPort, error) {
+	out := make([]netguard.HostPort, 0, len(fieldValues)/2)
+	for i := 0; i+1 < len(fieldValues); i += 2 {
+		if fieldValues[i+1] == "" && i > 0 {
+			continue
+		}
+		e, err := URLEndpoint(fieldValues[i], fieldValues[i+1])
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
 // HostEndpoint returns the endpoint of a host field and a port field.
 func HostEndpoint(host string, port int) netguard.HostPort {
 	p := ""

@@ -8,9 +8,5 @@ import (
 // Endpoints returns the host and port of the template's url
 // (transports.Endpointer).
 func (t *Template) Endpoints() ([]netguard.HostPort, error) {
-	e, err := transports.URLEndpoint("url", t.URL)
-	if err != nil {
-		return nil, err
-	}
-	return []netguard.HostPort{e}, nil
+	return transports.URLEndpoints("url", t.URL)
 }
