@@ -32,6 +32,7 @@ import (
 	"github.com/utcpd/utcpd/manuals"
 	"github.com/utcpd/utcpd/registry"
 	"github.com/utcpd/utcpd/registry/memstore"
+	"github.com/utcpd/utcpd/sources"
 	"github.com/utcpd/utcpd/store/postgres"
 	"github.com/utcpd/utcpd/store/sqlite"
 	"github.com/utcpd/utcpd/transports"
@@ -199,7 +200,7 @@ func loadDaemonConfig(path string, strict bool) (*daemonConfig, error) {
 	}
 	opts := manuals.Options{Strict: strict, Parser: transports.Default}
 	opts.ReadFile = func(name string) ([]byte, error) {
-		data, err := readCapped(name, 32<<20)
+		data, err := sources.ReadCapped(name, 32<<20)
 		if err == nil && name == path {
 			dc.data = data
 		}
@@ -258,8 +259,8 @@ type daemon struct {
 	// autoConfig is set when no configuration was named (flag or
 	// environment): a SIGHUP then looks for ./utcpd.json again.
 	autoConfig bool
-	confSet    *managedSet
-	dir        *dirSource // nil without a manuals folder
+	confSrc    *sources.Config
+	dir        *sources.Dir // nil without a manuals folder
 
 	ready    atomic.Bool
 	startErr atomic.Value // string: why not ready yet
@@ -493,10 +494,10 @@ func (d *daemon) run(ctx context.Context, stdout io.Writer, loopback bool) error
 	// Start-up: stored manuals first, then the configuration and folder
 	// manuals in parallel; then ready. Reloads run one at a time beside
 	// it (reloadMu), so that a signal to stop is never held up.
-	d.confSet = newManagedSet(registry.SourceConfig, g, log.With("component", "config"), s.DefaultTimeout, obs.Registration)
+	d.confSrc = sources.NewConfig(sources.NewReconciler(registry.SourceConfig, g, log.With("component", "config"), s.DefaultTimeout, obs.Registration), d.conf.cfg)
 	if s.ManualsDir != "" {
 		dirLog := log.With("component", "manuals_dir")
-		d.dir = newDirSource(s.ManualsDir, newManagedSet(registry.SourceDir, g, dirLog, s.DefaultTimeout, obs.Registration), dirLog)
+		d.dir = sources.NewDir(s.ManualsDir, sources.NewReconciler(registry.SourceDir, g, dirLog, s.DefaultTimeout, obs.Registration), dirLog)
 	}
 	startCtx, cancelStart := context.WithCancel(ctx)
 	defer cancelStart()
@@ -599,15 +600,15 @@ func (d *daemon) start(ctx context.Context) {
 	var wg sync.WaitGroup
 	vars := d.vars.Load()
 	wg.Go(func() {
-		st := d.confSet.sync(ctx, configWanted(d.conf.cfg), vars, false)
+		st, _ := d.confSrc.Sync(ctx, vars, false)
 		if d.conf.cfg != nil {
-			log.Info("configuration manuals registered", "config", d.conf.path, "registered", st.added, "failed", st.failed)
+			log.Info("configuration manuals registered", "config", d.conf.path, "registered", st.Added, "failed", st.Failed)
 		}
 	})
 	if d.dir != nil {
 		wg.Go(func() {
-			st, _ := d.dir.scan(ctx, vars, false)
-			log.Info("manuals folder loaded", "dir", d.dir.dir, "registered", st.added, "failed", st.failed)
+			st, _ := d.dir.Sync(ctx, vars, false)
+			log.Info("manuals folder loaded", "dir", d.dir.Path(), "registered", st.Added, "failed", st.Failed)
 		})
 	}
 	wg.Wait()
@@ -619,7 +620,7 @@ func (d *daemon) start(ctx context.Context) {
 	log.Info("ready", "manuals", len(d.g.Manuals()), "took", time.Since(t0).Round(time.Millisecond))
 	d.reviews.Start(d.g.DispatchApproved) // approved reviews find their tools now
 	if d.dir != nil {
-		d.dir.watch(ctx, dirPollInterval, func() func() { d.reloadMu.Lock(); return d.reloadMu.Unlock }, d.vars.Load)
+		d.dir.Watch(ctx, dirPollInterval, func() func() { d.reloadMu.Lock(); return d.reloadMu.Unlock }, d.vars.Load)
 	}
 }
 
@@ -679,15 +680,16 @@ func (d *daemon) reload(ctx context.Context) {
 			d.vars.Store(dc.vars)
 			d.g.SetVariables(dc.vars)
 			d.reloadGuards(dc)
-			st := d.confSet.sync(ctx, configWanted(dc.cfg), dc.vars, true)
-			log.Info("configuration reloaded", "config", dc.path, "added", st.added, "replaced", st.replaced,
-				"removed", st.removed, "failed", st.failed, "unchanged", st.unchanged)
+			d.confSrc.Set(dc.cfg)
+			st, _ := d.confSrc.Sync(ctx, dc.vars, true)
+			log.Info("configuration reloaded", "config", dc.path, "added", st.Added, "replaced", st.Replaced,
+				"removed", st.Removed, "failed", st.Failed, "unchanged", st.Unchanged)
 		}
 	}
 	if d.dir != nil {
-		st, _ := d.dir.scan(ctx, d.vars.Load(), true)
-		log.Info("manuals folder reloaded", "dir", d.dir.dir, "added", st.added, "replaced", st.replaced,
-			"removed", st.removed, "failed", st.failed, "unchanged", st.unchanged)
+		st, _ := d.dir.Sync(ctx, d.vars.Load(), true)
+		log.Info("manuals folder reloaded", "dir", d.dir.Path(), "added", st.Added, "replaced", st.Replaced,
+			"removed", st.Removed, "failed", st.Failed, "unchanged", st.Unchanged)
 	}
 }
 
