@@ -142,13 +142,13 @@ func TestGatewaySection(t *testing.T) {
 				got = append(got, strings.TrimPrefix(w.String(), "warning: "))
 			}
 			for i := range got {
-				got[i] = strings.TrimPrefix(got[i], filepath.Dir(dc.path)+string(filepath.Separator))
+				got[i] = strings.TrimPrefix(got[i], filepath.Dir(dc.Path)+string(filepath.Separator))
 			}
 			if diff := cmp.Diff(c.warnings, got); diff != "" {
 				t.Errorf("warnings (-want +got):\n%s", diff)
 			}
 			if c.check != nil {
-				c.check(t, s, dc.cfg.Dir)
+				c.check(t, s, dc.Cfg.Dir)
 			}
 		})
 	}
