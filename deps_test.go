@@ -12,7 +12,8 @@ const mod = "github.com/utcpd/utcpd"
 // utcp ← manuals ← registry ← gateway ← api ← cmd/utcpd; a transport imports
 // only transports, its helper packages, utcp, manuals and internal/netguard
 // (the dial-time address check); a guard imports
-// only guard and utcp; nothing imports cmd/.
+// only guard and utcp; sources and daemon (the daemon's logic) are
+// imported only by cmd/utcpd; nothing imports cmd/.
 func TestDependencyDirection(t *testing.T) {
 	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}}{{range .Imports}} {{.}}{{end}}`, "./...").Output()
 	if err != nil {
@@ -59,6 +60,15 @@ func forbidden(pkg, dep string) string {
 		return "netguard imports only utcp"
 	case under(pkg, "/gateway") && (under(dep, "/api")):
 		return "gateway must not import api"
+	case (under(dep, "/sources") || under(dep, "/daemon")) && !under(pkg, "/cmd") && !under(pkg, "/daemon"):
+		return "only cmd/utcpd (and daemon, for sources) imports sources and daemon"
+	case under(pkg, "/sources") || under(pkg, "/daemon"):
+		for _, ok := range []string{"/utcp", "/manuals", "/registry", "/gateway", "/api", "/store", "/guard", "/transports", "/internal", "/sources"} {
+			if under(dep, ok) {
+				return ""
+			}
+		}
+		return "sources and daemon import only utcp, manuals, registry, gateway, api, store, guard, transports, internal and sources"
 	}
 	return ""
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/utcpd/utcpd/manuals"
+	"github.com/utcpd/utcpd/sources"
 	"github.com/utcpd/utcpd/transports"
 )
 
@@ -35,7 +36,7 @@ It exits 0 when the file is usable, 2 when it has errors.`,
 			out := cmd.OutOrStdout()
 			var data []byte
 			opts := manuals.Options{Strict: strict, Parser: transports.Default, ReadFile: func(name string) ([]byte, error) {
-				b, err := readCapped(name, 32<<20)
+				b, err := sources.ReadCapped(name, 32<<20)
 				if name == args[0] {
 					data = b
 				}

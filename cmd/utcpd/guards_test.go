@@ -1,140 +1,22 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/utcpd/utcpd/daemon"
 	"github.com/utcpd/utcpd/guard"
-	"github.com/utcpd/utcpd/manuals"
 	"github.com/utcpd/utcpd/utcp"
 )
-
-// recordingKinds is a guard registry whose kinds record the configuration
-// they were built from: "answer" answers its "decision" field.
-func recordingKinds(t *testing.T) (*guard.Registry, func() []string) {
-	t.Helper()
-	var mu sync.Mutex
-	var seen []string
-	reg := guard.NewRegistry()
-	err := reg.Register(guard.Info{Kind: "answer", New: func(cfg json.RawMessage, _ *slog.Logger) (guard.Guard, error) {
-		var c struct {
-			Kind     string `json:"kind"`
-			Decision string `json:"decision"`
-			Secret   string `json:"secret"`
-		}
-		if err := json.Unmarshal(cfg, &c); err != nil {
-			return nil, err
-		}
-		if c.Decision == "" {
-			return nil, errors.New(`"decision" is required`)
-		}
-		mu.Lock()
-		seen = append(seen, string(cfg))
-		mu.Unlock()
-		return guard.Func(func(context.Context, *guard.Call) (guard.Verdict, error) {
-			return guard.Verdict{Decision: guard.Decision(c.Decision), Reason: "configured"}, nil
-		}), nil
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return reg, func() []string {
-		mu.Lock()
-		defer mu.Unlock()
-		return append([]string(nil), seen...)
-	}
-}
-
-func resolver(t *testing.T, vars map[string]string) *manuals.Resolver {
-	t.Helper()
-	r, err := manuals.NewResolver(&manuals.Config{Variables: vars}, manuals.ResolverOptions{LookupEnv: func(string) (string, bool) { return "", false }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return r
-}
-
-func TestLoadGuards(t *testing.T) {
-	reg, seen := recordingKinds(t)
-	vars := resolver(t, map[string]string{"GUARD_HMAC": "hmac-s3cr3t"})
-	log := slog.New(slog.DiscardHandler)
-
-	named, err := loadGuards(reg, json.RawMessage(`[
-		{"kind": "answer", "decision": "allow"},
-		{"kind": "answer", "decision": "deny", "secret": "${GUARD_HMAC}", "price": "$$5"}
-	]`), vars, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, n := range named {
-		names = append(names, n.Name)
-	}
-	if d := cmp.Diff([]string{"0:answer", "1:answer"}, names); d != "" {
-		t.Errorf("names (-want +got):\n%s", d)
-	}
-	got := seen()
-	if len(got) != 2 {
-		t.Fatalf("configurations handed to the kind: %q", got)
-	}
-	var second map[string]string
-	if err := json.Unmarshal([]byte(got[1]), &second); err != nil {
-		t.Fatal(err)
-	}
-	if d := cmp.Diff(map[string]string{"kind": "answer", "decision": "deny", "secret": "hmac-s3cr3t", "price": "$5"}, second); d != "" {
-		t.Errorf("the second entry as its kind got it (-want +got):\n%s", d)
-	}
-	v, _ := guard.NewChain(named).Evaluate(t.Context(), &guard.Call{Tool: "x"})
-	if v.Decision != guard.Deny || v.Guard != "1:answer" {
-		t.Errorf("chain verdict %+v", v)
-	}
-
-	for _, tc := range []struct {
-		name, raw string
-		want      []string
-	}{
-		{"unknown kind", `[{"kind":"answer","decision":"allow"},{"kind":"answr"}]`, []string{"gateway.guards[1]", `kind "answr"`, "unknown guard kind", "answer"}},
-		{"bad config", `[{"kind":"answer"}]`, []string{"gateway.guards[0]", `"decision" is required`}},
-		{"no kind", `[{"decision":"allow"}]`, []string{"gateway.guards[0]", `has no "kind"`, "answer"}},
-		{"not an object", `[{"kind":"answer","decision":"allow"}, 3]`, []string{"gateway.guards[1]", "must be an object"}},
-		{"missing variable", `[{"kind":"answer","decision":"allow","secret":"${NOPE}"}]`, []string{"gateway.guards[0]", "NOPE", "not found"}},
-		{"not an array", `{"kind":"answer"}`, []string{"gateway.guards", "array"}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			_, err := loadGuards(reg, json.RawMessage(tc.raw), vars, log)
-			if err == nil {
-				t.Fatal("loaded")
-			}
-			for _, w := range tc.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("error %q lacks %q", err, w)
-				}
-			}
-			if strings.Contains(err.Error(), "hmac-s3cr3t") {
-				t.Errorf("the error shows a secret: %v", err)
-			}
-		})
-	}
-	if named, err := loadGuards(reg, nil, vars, log); err != nil || len(named) != 0 {
-		t.Errorf("no guards: %v %v", named, err)
-	}
-	// Built-in kinds take their entry with its kind.
-	if _, err := loadGuards(guard.Default, json.RawMessage(`[{"kind":"deny_all"},{"kind":"allow_all","name":"x"}]`), vars, log); err != nil {
-		t.Errorf("built-in kinds: %v", err)
-	}
-}
 
 func TestGuardSettings(t *testing.T) {
 	for _, name := range []string{envListen, envAdminToken, envAPIKeys, envDataDir, envManualsDir, envLogFormat, envLogLevel} {
@@ -154,12 +36,12 @@ func TestGuardSettings(t *testing.T) {
 		t.Fatalf("%v %v", err, warnings)
 	}
 	if string(s.Guards) != `[{"kind": "deny_all"}]` || !cmp.Equal(s.BypassTools, []string{"health.ping"}) ||
-		s.GuardTimeout != 3*time.Second || s.reviewTimeout() != 10*time.Minute || s.auditRetention() != 720*time.Hour {
+		s.GuardTimeout != 3*time.Second || s.EffectiveReviewTimeout() != 10*time.Minute || s.EffectiveAuditRetention() != 720*time.Hour {
 		t.Errorf("settings %+v", s)
 	}
 	var zero settings
-	if zero.reviewTimeout() != 10*time.Minute || zero.auditRetention() != 720*time.Hour {
-		t.Errorf("defaults: %v %v", zero.reviewTimeout(), zero.auditRetention())
+	if zero.EffectiveReviewTimeout() != 10*time.Minute || zero.EffectiveAuditRetention() != 720*time.Hour {
+		t.Errorf("defaults: %v %v", zero.EffectiveReviewTimeout(), zero.EffectiveAuditRetention())
 	}
 	bad := loadTestConfig(t, "bad.json", `{
   "gateway": {
@@ -178,23 +60,6 @@ func TestGuardSettings(t *testing.T) {
 	_, warnings, _ = effectiveSettings(newServeCmd().Flags(), &serveFlags{}, loadTestConfig(t, "w.json", `{"gateway": {"bypass_tool": ["x"]}}`, false), false)
 	if len(warnings) != 1 || warnings[0].Suggestion != "bypass_tools" {
 		t.Errorf("typo warning: %+v", warnings)
-	}
-}
-
-func TestRestartOnlyGatewayChanged(t *testing.T) {
-	for _, tc := range []struct {
-		a, b string
-		want bool
-	}{
-		{`{"listen":"x","guards":[1]}`, `{"listen":"x","guards":[2],"bypass_tools":["a"],"guard_timeout":"1s"}`, false},
-		{`{"listen":"x"}`, `{"listen":"y"}`, true},
-		{`{"review_timeout":"1m"}`, `{"review_timeout":"2m"}`, true},
-		{`{"listen": "x"}`, `{"listen":"x" }`, false},
-		{`{"listen":"x"}`, `{"listen":"x","guards":[]}`, false},
-	} {
-		if got := restartOnlyGatewayChanged(json.RawMessage(tc.a), json.RawMessage(tc.b)); got != tc.want {
-			t.Errorf("%s vs %s: %v, want %v", tc.a, tc.b, got, tc.want)
-		}
 	}
 }
 
@@ -344,7 +209,7 @@ func TestIssueConfigLoads(t *testing.T) {
 	if err != nil || len(warnings) > 0 {
 		t.Fatalf("%v %v", err, warnings)
 	}
-	named, err := loadGuards(guard.Default, s.Guards, dc.vars, slog.New(slog.DiscardHandler))
+	named, err := daemon.LoadGuards(guard.Default, s.Guards, dc.Vars, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -355,10 +220,10 @@ func TestIssueConfigLoads(t *testing.T) {
 	if d := cmp.Diff([]string{"0:policy", "1:holguard", "2:webhook"}, names); d != "" {
 		t.Errorf("names (-want +got):\n%s", d)
 	}
-	if !cmp.Equal(s.BypassTools, []string{"health.ping"}) || s.reviewTimeout() != 10*time.Minute || s.auditRetention() != 720*time.Hour {
+	if !cmp.Equal(s.BypassTools, []string{"health.ping"}) || s.EffectiveReviewTimeout() != 10*time.Minute || s.EffectiveAuditRetention() != 720*time.Hour {
 		t.Errorf("settings %+v", s)
 	}
-	chain := newChain(named, &s, nil, 0)
+	chain := daemon.NewChain(named, &s, nil, 0)
 	var tr guard.Trace
 	v, _ := chain.Evaluate(guard.WithTrace(t.Context(), &tr), &guard.Call{Tool: "files.read", Qualified: "files.read", Arguments: map[string]any{"path": "/etc/shadow"}})
 	if v.Decision != guard.Deny || v.Guard != "0:policy" || len(tr.Steps) != 1 {
@@ -367,7 +232,7 @@ func TestIssueConfigLoads(t *testing.T) {
 	// Without the variable the chain does not load.
 	t.Setenv("GUARD_HMAC", "")
 	dc = loadTestConfig(t, "utcpd.json", issueConfig, true)
-	if _, err := loadGuards(guard.Default, s.Guards, dc.vars, slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), "gateway.guards[2]") {
+	if _, err := daemon.LoadGuards(guard.Default, s.Guards, dc.Vars, slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), "gateway.guards[2]") {
 		t.Errorf("a missing GUARD_HMAC: %v", err)
 	}
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/utcpd/utcpd/api/admin"
 	"github.com/utcpd/utcpd/manuals"
+	"github.com/utcpd/utcpd/sources"
 	"github.com/utcpd/utcpd/utcp"
 )
 
@@ -271,9 +272,9 @@ func templateFor(arg, name string, stdin io.Reader) (json.RawMessage, error) {
 	var err error
 	base, dir := "", ""
 	if arg == "-" {
-		data, err = io.ReadAll(io.LimitReader(stdin, maxDirFileBytes+1))
+		data, err = io.ReadAll(io.LimitReader(stdin, sources.MaxFileBytes+1))
 	} else {
-		data, err = readCapped(arg, maxDirFileBytes)
+		data, err = sources.ReadCapped(arg, sources.MaxFileBytes)
 		base = strings.TrimSuffix(filepath.Base(arg), filepath.Ext(arg))
 		dir, _ = filepath.Abs(filepath.Dir(arg))
 	}
@@ -292,7 +293,7 @@ func templateFor(arg, name string, stdin io.Reader) (json.RawMessage, error) {
 	_, hasLegacy := doc["provider_type"]
 	if !hasType && !hasLegacy {
 		docJSON, _ := json.Marshal(doc)
-		allowed, err := documentProtocols("text", docJSON, manuals.IsOpenAPI(doc))
+		allowed, err := sources.DocumentProtocols("text", docJSON, manuals.IsOpenAPI(doc))
 		if err != nil {
 			return nil, fmt.Errorf("%s: %v", where, err)
 		}

@@ -2,44 +2,18 @@ package main
 
 import (
 	"bytes"
-	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"net"
-	"net/http"
 	"os"
-	"os/signal"
-	"path/filepath"
-	"reflect"
-	"strings"
-	"sync"
-	"sync/atomic"
-	"syscall"
-	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/utcpd/utcpd/api"
-	"github.com/utcpd/utcpd/api/mcpfront"
-	"github.com/utcpd/utcpd/gateway"
-	"github.com/utcpd/utcpd/gateway/audit"
-	"github.com/utcpd/utcpd/guard"
-	"github.com/utcpd/utcpd/guard/review"
-	"github.com/utcpd/utcpd/internal/netguard"
+	"github.com/utcpd/utcpd/daemon"
 	"github.com/utcpd/utcpd/manuals"
-	"github.com/utcpd/utcpd/registry"
-	"github.com/utcpd/utcpd/registry/memstore"
-	"github.com/utcpd/utcpd/store/postgres"
-	"github.com/utcpd/utcpd/store/sqlite"
+	"github.com/utcpd/utcpd/sources"
 	"github.com/utcpd/utcpd/transports"
-	"github.com/utcpd/utcpd/utcp"
 )
-
-// dirPollInterval is how often the manuals folder is checked for changes.
-const dirPollInterval = time.Second
 
 func newServeCmd() *cobra.Command {
 	var f serveFlags
@@ -164,12 +138,7 @@ environment variable, or an exposed listener without credentials.`,
 }
 
 // daemonConfig is one successfully loaded configuration file.
-type daemonConfig struct {
-	path string // "" when there is none
-	cfg  *manuals.Config
-	data []byte // the file's bytes, for line numbers
-	vars *manuals.Resolver
-}
+type daemonConfig = daemon.Config
 
 // resolveConfigPath picks the configuration file: the flag, else
 // $UTCPD_CONFIG, else ./utcpd.json when it exists, else none (""). A file
@@ -191,17 +160,17 @@ func resolveConfigPath(flagValue string, flagSet bool) string {
 // variable resolver. Errors carry every problem (manuals.ProblemsOf) or
 // name the file.
 func loadDaemonConfig(path string, strict bool) (*daemonConfig, error) {
-	dc := &daemonConfig{path: path}
+	dc := &daemonConfig{Path: path}
 	if path == "" {
 		vars, err := manuals.NewResolver(nil, manuals.ResolverOptions{})
-		dc.vars = vars
+		dc.Vars = vars
 		return dc, err
 	}
 	opts := manuals.Options{Strict: strict, Parser: transports.Default}
 	opts.ReadFile = func(name string) ([]byte, error) {
-		data, err := readCapped(name, 32<<20)
+		data, err := sources.ReadCapped(name, 32<<20)
 		if err == nil && name == path {
-			dc.data = data
+			dc.Data = data
 		}
 		return data, err
 	}
@@ -209,12 +178,12 @@ func loadDaemonConfig(path string, strict bool) (*daemonConfig, error) {
 	if err != nil {
 		return nil, err
 	}
-	dc.cfg = cfg
+	dc.Cfg = cfg
 	vars, err := manuals.NewResolver(cfg, manuals.ResolverOptions{})
 	if err != nil {
 		return nil, err
 	}
-	dc.vars = vars
+	dc.Vars = vars
 	return dc, nil
 }
 
@@ -238,33 +207,6 @@ func configProblems(path string, err error) string {
 	return b.String()
 }
 
-// daemon is a running utcpd serve.
-type daemon struct {
-	log      *slog.Logger
-	set      settings
-	strict   bool
-	g        *gateway.Gateway
-	store    registry.Store
-	pg       *postgres.Store // the shared store, nil with SQLite or memory
-	observer *api.Observer
-	guards   *guard.Holder // the gateway's guard; SIGHUP swaps the chain
-	reviews  *review.Queue // the chain's approver
-	audit    *audit.Writer // the audit log's writer
-
-	// reloadMu serialises configuration reloads and folder scans.
-	reloadMu sync.Mutex
-	conf     *daemonConfig // the last good configuration
-	vars     atomic.Pointer[manuals.Resolver]
-	// autoConfig is set when no configuration was named (flag or
-	// environment): a SIGHUP then looks for ./utcpd.json again.
-	autoConfig bool
-	confSet    *managedSet
-	dir        *dirSource // nil without a manuals folder
-
-	ready    atomic.Bool
-	startErr atomic.Value // string: why not ready yet
-}
-
 func runServe(cmd *cobra.Command, f *serveFlags, configFlag string, strict bool) error {
 	path := resolveConfigPath(configFlag, cmd.Flags().Changed("config"))
 	dc, err := loadDaemonConfig(path, strict)
@@ -275,14 +217,13 @@ func runServe(cmd *cobra.Command, f *serveFlags, configFlag string, strict bool)
 	if err != nil {
 		return &exitError{code: exitUsage, err: err}
 	}
-	loopback, err := checkExposure(&s)
-	if err != nil {
+	if _, err := checkExposure(&s); err != nil {
 		return &exitError{code: exitUsage, err: err}
 	}
 
 	log := newLogger(&s)
-	if dc.cfg != nil {
-		for _, w := range dc.cfg.Warnings {
+	if dc.Cfg != nil {
+		for _, w := range dc.Cfg.Warnings {
 			log.Warn("configuration", "warning", w.String())
 		}
 	}
@@ -290,11 +231,41 @@ func runServe(cmd *cobra.Command, f *serveFlags, configFlag string, strict bool)
 		log.Warn("configuration", "warning", p.String())
 	}
 
-	d := &daemon{log: log, set: s, strict: strict, conf: dc,
-		autoConfig: !cmd.Flags().Changed("config") && os.Getenv(envConfig) == ""}
-	d.vars.Store(dc.vars)
-	d.startErr.Store("starting: restoring stored manuals")
-	return d.run(cmd.Context(), cmd.OutOrStdout(), loopback)
+	opts := daemon.Options{
+		Settings: s,
+		Config:   dc,
+		Logger:   log,
+		Stdout:   cmd.OutOrStdout(),
+		Version:  versionString(),
+		LoadConfig: func(path string) (*daemon.Config, *daemon.Settings, error) {
+			return reloadConfig(path, strict)
+		},
+	}
+	if !cmd.Flags().Changed("config") && os.Getenv(envConfig) == "" {
+		// No configuration named: a SIGHUP looks for ./utcpd.json again.
+		opts.FindConfig = func() string { return resolveConfigPath("", false) }
+	}
+	err = daemon.Run(cmd.Context(), opts)
+	if ue, ok := errors.AsType[*daemon.UsageError](err); ok {
+		return &exitError{code: exitUsage, err: ue.Err}
+	}
+	return err
+}
+
+// reloadConfig loads the configuration file at path for a reload and
+// decodes its gateway section; the error lists the problems.
+func reloadConfig(path string, strict bool) (*daemonConfig, *settings, error) {
+	dc, err := loadDaemonConfig(path, strict)
+	var s settings
+	if err == nil && dc.Cfg != nil {
+		if res := applyGatewaySection(&s, dc.Cfg.Gateway, dc.Path, dc.Data, dc.Cfg.Dir, strict); len(res.errs) > 0 {
+			err = errors.New(res.errs[0].String())
+		}
+	}
+	if err != nil {
+		return nil, nil, errors.New(configProblems(path, err))
+	}
+	return dc, &s, nil
 }
 
 // checkExposure refuses a listener on a non-loopback address without an
@@ -328,405 +299,4 @@ func isLoopback(host string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
-}
-
-// run starts the daemon and blocks until it has shut down.
-func (d *daemon) run(ctx context.Context, stdout io.Writer, loopback bool) error {
-	log := d.log
-	s := &d.set
-
-	// Signals: SIGHUP reloads; SIGINT/SIGTERM stop (ctx, set up by main);
-	// a second SIGINT/SIGTERM during the shutdown exits at once.
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
-
-	// The guard chain: a chain that does not load refuses to start.
-	named, err := loadGuards(guard.Default, s.Guards, d.vars.Load(), log.With("component", "guard"))
-	if err != nil {
-		return &exitError{code: exitUsage, err: guardProblem(d.conf.path, err)}
-	}
-
-	// The store.
-	var reviewStore review.Store
-	var auditStore audit.Store
-	replica := ""
-	switch {
-	case s.Store != "":
-		pg, err := postgres.New(s.Store, postgres.Options{ResyncInterval: s.StoreResync, MaxConns: int32(s.StoreMaxConns),
-			Logger: log.With("component", "store")})
-		if err != nil {
-			return &exitError{code: exitUsage, err: fmt.Errorf("store: %w", err)}
-		}
-		d.store, d.pg = pg, pg
-		reviewStore, auditStore = pg.Reviews(), pg.Audit()
-		replica = replicaName()
-		log.Info("shared store: PostgreSQL; connecting in the background", "replica", replica)
-	case s.DataDir == "":
-		log.Warn("no data dir: manuals registered through the admin API are kept in memory only and lost at exit")
-		d.store = memstore.New()
-	default:
-		st, err := sqlite.Open(ctx, s.DataDir)
-		if err != nil {
-			return fmt.Errorf("opening the store in %s: %w", s.DataDir, err)
-		}
-		d.store = st
-		log.Info("store opened", "data_dir", s.DataDir)
-	}
-	defer func() {
-		if err := d.store.Close(); err != nil {
-			log.Error("closing the store", "err", err)
-		}
-	}()
-
-	// Reviews and the audit log live in the same store.
-	if reviewStore == nil {
-		reviewStore, auditStore = guardStores(d.store)
-	}
-	d.reviews = review.NewQueue(reviewStore, review.Options{Timeout: s.reviewTimeout(), DispatchTimeout: s.DefaultTimeout,
-		Retention: s.auditRetention(), Logger: log.With("component", "reviews"), Replica: replica})
-	d.audit = audit.NewWriter(auditStore, audit.WriterOptions{Retention: s.auditRetention(), Logger: log.With("component", "audit")})
-	defer d.closeAudit()
-	registerAuditMetrics(d.audit)
-	d.guards = guard.NewHolder(newChain(named, s, d.reviews, s.reviewTimeout()))
-
-	// The admin API always needs a token: without one configured, the
-	// daemon uses the one in its data dir (created at first start).
-	adminToken, adminTokenFrom := s.AdminToken, "configured"
-	if adminToken == "" {
-		t, stored, err := ensureAdminToken(s.DataDir)
-		if err != nil {
-			return fmt.Errorf("admin token: %w", err)
-		}
-		adminToken, adminTokenFrom = t, filepath.Join(s.DataDir, adminTokenFile)
-		if !stored {
-			adminTokenFrom = "this run only (printed on stdout)"
-			fmt.Fprintf(stdout, "utcpd admin token (this run only; no data dir): %s\n", t)
-		}
-	}
-
-	// The gateway and the HTTP handler.
-	obs := api.NewObserver(log.With("component", "calls"), nil)
-	d.observer = obs
-	g, err := gateway.New(gateway.Options{
-		Guard:             d.guards,
-		Reviews:           d.reviews,
-		Audit:             d.audit,
-		Transports:        transports.Default,
-		Variables:         d.vars.Load(),
-		PostProcessors:    postProcessors(d.conf.cfg),
-		TagWeight:         weight(d.conf.cfg, true),
-		DescriptionWeight: weight(d.conf.cfg, false),
-		OnCall:            obs.OnCall,
-		Store:             d.store,
-		Logger:            log.With("component", "gateway"),
-		MaxToolsPerManual: s.MaxToolsPerManual,
-		MaxManualBytes:    s.MaxManualBytes,
-	})
-	if err != nil {
-		return err
-	}
-	d.g = g
-	defer func() {
-		if err := g.Close(); err != nil {
-			log.Error("closing the transports", "err", err)
-		}
-	}()
-	defer d.closeReviews()
-	handler, err := api.New(api.Options{
-		Gateway:         g,
-		AdminToken:      adminToken,
-		APIKeys:         s.APIKeys,
-		MaxBodyBytes:    s.MaxBodyBytes,
-		DefaultTimeout:  s.DefaultTimeout,
-		MaxTimeout:      s.MaxTimeout,
-		Ready:           d.readiness,
-		Degraded:        d.degraded,
-		Observer:        obs,
-		Reviews:         d.reviews,
-		Audit:           auditStore,
-		MCP:             mcpfront.Options{AllowedOrigins: s.AllowedOrigins},
-		PublicURL:       s.PublicURL,
-		ListenHost:      listenHost(s.Listen),
-		AllowedHosts:    s.AllowedHosts,
-		AllowedOrigins:  s.AllowedOrigins,
-		ReadTimeout:     s.ReadTimeout,
-		CodeMode:        s.CodeMode,
-		DisableCodeMode: s.CodeModeOff,
-		Logger:          log.With("component", "api"),
-		Version:         versionString(),
-	})
-	if err != nil {
-		return &exitError{code: exitUsage, err: err}
-	}
-
-	ln, err := net.Listen("tcp", s.Listen)
-	if err != nil {
-		return fmt.Errorf("listening on %s: %w", s.Listen, err)
-	}
-	ln = limitListener(ln, s.MaxConnections)
-	// No remote manual's tool, and no redirect, may connect back to the
-	// daemon's own listener (internal/netguard).
-	defer netguard.RegisterListener(ln.Addr())()
-	// Calls in flight run on callsCtx, which outlives the listener until
-	// the drain deadline.
-	callsCtx, cancelCalls := context.WithCancel(context.WithoutCancel(ctx))
-	defer cancelCalls()
-	srv := &http.Server{
-		Handler:           handler,
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		BaseContext:       func(net.Listener) context.Context { return callsCtx },
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-	}
-	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(ln) }()
-
-	url := "http://" + ln.Addr().String()
-	fmt.Fprintf(stdout, "utcpd listening on %s\n", url)
-	log.Info("utcpd listening", "url", url, "version", versionString(), "admin_token", adminTokenFrom,
-		"api_keys", len(s.APIKeys), "manuals_dir", s.ManualsDir, "config", d.conf.path)
-	if len(s.APIKeys) == 0 {
-		log.Info("no API keys: the REST front is open to every client that can reach the listener")
-	}
-
-	// Start-up: stored manuals first, then the configuration and folder
-	// manuals in parallel; then ready. Reloads run one at a time beside
-	// it (reloadMu), so that a signal to stop is never held up.
-	d.confSet = newManagedSet(registry.SourceConfig, g, log.With("component", "config"), s.DefaultTimeout, obs.Registration)
-	if s.ManualsDir != "" {
-		dirLog := log.With("component", "manuals_dir")
-		d.dir = newDirSource(s.ManualsDir, newManagedSet(registry.SourceDir, g, dirLog, s.DefaultTimeout, obs.Registration), dirLog)
-	}
-	startCtx, cancelStart := context.WithCancel(ctx)
-	defer cancelStart()
-	var bg sync.WaitGroup
-	bg.Go(func() { d.start(startCtx) })
-	reloads := make(chan struct{}, 1)
-	bg.Go(func() {
-		for {
-			select {
-			case <-startCtx.Done():
-				return
-			case <-reloads:
-				d.reload(startCtx)
-			}
-		}
-	})
-
-	// Run until a signal.
-	var runErr error
-loop:
-	for {
-		select {
-		case <-ctx.Done():
-			break loop
-		case err := <-serveErr:
-			runErr = fmt.Errorf("serving: %w", err)
-			break loop
-		case <-hup:
-			select {
-			case reloads <- struct{}{}:
-			default: // a reload is pending already
-			}
-		}
-	}
-
-	// Shutdown.
-	quit := make(chan os.Signal, 1)
-	signal.Notify(quit, os.Interrupt, syscall.SIGTERM)
-	defer signal.Stop(quit)
-	go func() {
-		<-quit
-		log.Error("second signal: exiting now")
-		os.Exit(exitFailure)
-	}()
-	log.Info("shutting down: no new connections; calls in flight may finish", "shutdown_timeout", s.ShutdownTimeout)
-	cancelStart()
-	drainCtx, cancelDrain := context.WithTimeout(context.Background(), s.ShutdownTimeout)
-	defer cancelDrain()
-	if err := srv.Shutdown(drainCtx); err != nil {
-		log.Warn("calls still in flight at the shutdown deadline are cancelled", "err", err)
-		cancelCalls()
-		_ = srv.Close()
-	}
-	cancelCalls()
-	bg.Wait()
-	log.Info("stopped")
-	return runErr
-}
-
-// start restores the stored manuals, registers the configuration and
-// folder manuals, marks the daemon ready, then watches the folder.
-func (d *daemon) start(ctx context.Context) {
-	log := d.log
-	t0 := time.Now()
-	if d.pg != nil {
-		d.startErr.Store("starting: waiting for the database")
-		if err := d.pg.Connect(ctx); err != nil {
-			if ctx.Err() == nil {
-				log.Error("the shared store cannot be used", "err", err)
-				d.startErr.Store("the shared store cannot be used: " + err.Error())
-			}
-			return
-		}
-		log.Info("connected to the shared store", "took", time.Since(t0).Round(time.Millisecond))
-		d.startErr.Store("starting: restoring stored manuals")
-	}
-	n, failed, err := d.g.Restore(ctx, true)
-	for wait := time.Second; err != nil && d.pg != nil && ctx.Err() == nil; wait = min(2*wait, 10*time.Second) {
-		// A shared store: a replica must not serve without its registry.
-		log.Warn("restoring stored manuals failed; retrying", "err", err, "retry_in", wait)
-		d.startErr.Store("starting: restoring stored manuals: " + err.Error())
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(wait):
-		}
-		n, failed, err = d.g.Restore(ctx, true)
-	}
-	if err != nil {
-		log.Error("restoring stored manuals", "err", err)
-	} else {
-		log.Info("stored manuals restored", "restored", n, "failed", len(failed), "took", time.Since(t0).Round(time.Millisecond))
-	}
-	if ctx.Err() != nil {
-		return
-	}
-	d.startErr.Store("starting: registering configuration and folder manuals")
-
-	d.reloadMu.Lock()
-	var wg sync.WaitGroup
-	vars := d.vars.Load()
-	wg.Go(func() {
-		st := d.confSet.sync(ctx, configWanted(d.conf.cfg), vars, false)
-		if d.conf.cfg != nil {
-			log.Info("configuration manuals registered", "config", d.conf.path, "registered", st.added, "failed", st.failed)
-		}
-	})
-	if d.dir != nil {
-		wg.Go(func() {
-			st, _ := d.dir.scan(ctx, vars, false)
-			log.Info("manuals folder loaded", "dir", d.dir.dir, "registered", st.added, "failed", st.failed)
-		})
-	}
-	wg.Wait()
-	d.reloadMu.Unlock()
-	if ctx.Err() != nil {
-		return
-	}
-	d.ready.Store(true)
-	log.Info("ready", "manuals", len(d.g.Manuals()), "took", time.Since(t0).Round(time.Millisecond))
-	d.reviews.Start(d.g.DispatchApproved) // approved reviews find their tools now
-	if d.dir != nil {
-		d.dir.watch(ctx, dirPollInterval, func() func() { d.reloadMu.Lock(); return d.reloadMu.Unlock }, d.vars.Load)
-	}
-}
-
-// degraded is the /readyz note of a started daemon: the shared store's
-// health (nil without one).
-func (d *daemon) degraded() error {
-	if d.pg == nil {
-		return nil
-	}
-	return d.pg.Health()
-}
-
-// replicaName names this process among the replicas sharing a store: the
-// host name and a random suffix (a restarted process is a new replica).
-func replicaName() string {
-	host, err := os.Hostname()
-	if err != nil || host == "" {
-		host = "utcpd"
-	}
-	return host + "-" + strings.ToLower(rand.Text()[:6])
-}
-
-// readiness is the /readyz check: nil once started.
-func (d *daemon) readiness() error {
-	if d.ready.Load() {
-		return nil
-	}
-	msg, _ := d.startErr.Load().(string)
-	return utcp.NewError(utcp.CodeUnavailable, "%s", msg)
-}
-
-// reload re-reads the configuration file and the manuals folder (SIGHUP).
-// A configuration that fails to load keeps the last good one serving.
-func (d *daemon) reload(ctx context.Context) {
-	d.reloadMu.Lock()
-	defer d.reloadMu.Unlock()
-	log := d.log
-	log.Info("SIGHUP: reloading")
-	path := d.conf.path
-	if path == "" && d.autoConfig {
-		path = resolveConfigPath("", false) // ./utcpd.json may exist now
-	}
-	if path != "" {
-		dc, err := loadDaemonConfig(path, d.strict)
-		if err == nil && dc.cfg != nil {
-			var probe settings
-			if res := applyGatewaySection(&probe, dc.cfg.Gateway, dc.path, dc.data, dc.cfg.Dir, d.strict); len(res.errs) > 0 {
-				err = errors.New(res.errs[0].String())
-			}
-		}
-		if err != nil {
-			log.Error("reloading the configuration failed; the last good configuration keeps serving",
-				"config", path, "err", configProblems(path, err))
-		} else {
-			d.noteRestartOnly(dc)
-			d.conf = dc
-			d.vars.Store(dc.vars)
-			d.g.SetVariables(dc.vars)
-			d.reloadGuards(dc)
-			st := d.confSet.sync(ctx, configWanted(dc.cfg), dc.vars, true)
-			log.Info("configuration reloaded", "config", dc.path, "added", st.added, "replaced", st.replaced,
-				"removed", st.removed, "failed", st.failed, "unchanged", st.unchanged)
-		}
-	}
-	if d.dir != nil {
-		st, _ := d.dir.scan(ctx, d.vars.Load(), true)
-		log.Info("manuals folder reloaded", "dir", d.dir.dir, "added", st.added, "replaced", st.replaced,
-			"removed", st.removed, "failed", st.failed, "unchanged", st.unchanged)
-	}
-}
-
-// noteRestartOnly logs the changed parts of a reloaded configuration that
-// apply only at the next start.
-func (d *daemon) noteRestartOnly(next *daemonConfig) {
-	prev := d.conf.cfg
-	cur := next.cfg
-	if prev == nil || cur == nil {
-		return
-	}
-	var changed []string
-	if restartOnlyGatewayChanged(prev.Gateway, cur.Gateway) {
-		changed = append(changed, "gateway")
-	}
-	if !reflect.DeepEqual(prev.PostProcessors, cur.PostProcessors) {
-		changed = append(changed, "post_processing")
-	}
-	if prev.SearchStrategy.TagWeight != cur.SearchStrategy.TagWeight || prev.SearchStrategy.DescriptionWeight != cur.SearchStrategy.DescriptionWeight {
-		changed = append(changed, "tool_search_strategy")
-	}
-	if len(changed) > 0 {
-		d.log.Warn("configuration sections changed that apply only after a restart", "sections", changed)
-	}
-}
-
-func postProcessors(cfg *manuals.Config) []manuals.PostProcessor {
-	if cfg == nil {
-		return nil
-	}
-	return cfg.PostProcessors
-}
-
-func weight(cfg *manuals.Config, tag bool) float64 {
-	if cfg == nil {
-		return 0
-	}
-	if tag {
-		return cfg.SearchStrategy.TagWeight
-	}
-	return cfg.SearchStrategy.DescriptionWeight
 }

@@ -17,7 +17,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/utcpd/utcpd/api/codemode"
+	"github.com/utcpd/utcpd/daemon"
 	"github.com/utcpd/utcpd/manuals"
 	"github.com/utcpd/utcpd/utcp"
 )
@@ -55,62 +55,7 @@ const (
 
 // settings are the daemon's effective settings: flags over environment
 // over the configuration file's gateway section over defaults.
-type settings struct {
-	Listen          string
-	AdminToken      string
-	APIKeys         []string
-	DataDir         string // "" keeps manuals in memory only
-	ManualsDir      string // "" watches no folder
-	MaxBodyBytes    int64
-	DefaultTimeout  time.Duration
-	MaxTimeout      time.Duration
-	ShutdownTimeout time.Duration
-	LogFormat       string
-	LogLevel        string
-
-	// Store is the shared store's DSN (postgres://...); "" keeps the
-	// embedded SQLite store in DataDir. StoreResync and StoreMaxConns
-	// tune it (0: the defaults of store/postgres).
-	Store         string
-	StoreResync   time.Duration
-	StoreMaxConns int
-
-	// The guard chain, human review and audit log (guards.go). Zero
-	// values mean the defaults.
-	Guards         json.RawMessage // the gateway.guards array, unresolved
-	BypassTools    []string
-	GuardTimeout   time.Duration
-	ReviewTimeout  time.Duration
-	AuditRetention time.Duration
-
-	// AllowedOrigins are the browser origins every route accepts besides
-	// the daemon's own (gateway.allowed_origins).
-	AllowedOrigins []string
-	// AllowedHosts are the host names every route accepts in the Host
-	// header besides loopback names, IP literals, the listen host and
-	// public_url's host (gateway.allowed_hosts).
-	AllowedHosts []string
-	// ReadTimeout bounds how long a client may take to send a request
-	// body (gateway.read_timeout); MaxConnections caps the connections
-	// served at once (gateway.max_connections).
-	ReadTimeout    time.Duration
-	MaxConnections int
-
-	// PublicURL is the gateway's address as clients reach it, used in the
-	// call templates of the UTCP manual at GET /utcp (gateway.public_url).
-	PublicURL string
-
-	// CodeMode tunes CodeMode (gateway.codemode; zero fields keep the
-	// defaults of api/codemode); CodeModeOff turns it off.
-	CodeMode    codemode.Options
-	CodeModeOff bool
-
-	// Discovery limits (gateway.max_tools_per_manual,
-	// gateway.max_manual_bytes); 0 keeps the gateway's defaults (20,000
-	// tools, 16 MiB).
-	MaxToolsPerManual int
-	MaxManualBytes    int64
-}
+type settings = daemon.Settings
 
 // gatewayKeys are the keys of the configuration's gateway section.
 var gatewayKeys = []string{
@@ -157,11 +102,11 @@ func defaultDataDir() string {
 func effectiveSettings(fs *pflag.FlagSet, f *serveFlags, dc *daemonConfig, strict bool) (settings, []manuals.Problem, error) {
 	s := defaultSettings()
 	var warnings []manuals.Problem
-	if dc != nil && dc.cfg != nil {
-		res := applyGatewaySection(&s, dc.cfg.Gateway, dc.path, dc.data, dc.cfg.Dir, strict)
+	if dc != nil && dc.Cfg != nil {
+		res := applyGatewaySection(&s, dc.Cfg.Gateway, dc.Path, dc.Data, dc.Cfg.Dir, strict)
 		if len(res.errs) > 0 {
 			var b strings.Builder
-			fmt.Fprintf(&b, "%s: %d problem(s):", dc.path, len(res.errs))
+			fmt.Fprintf(&b, "%s: %d problem(s):", dc.Path, len(res.errs))
 			for _, p := range res.errs {
 				b.WriteString("\n  " + p.String())
 			}
@@ -175,7 +120,7 @@ func effectiveSettings(fs *pflag.FlagSet, f *serveFlags, dc *daemonConfig, stric
 	if err := f.apply(fs, &s); err != nil {
 		return s, nil, err
 	}
-	if err := s.check(); err != nil {
+	if err := checkSettings(&s); err != nil {
 		return s, nil, err
 	}
 	return s, warnings, nil
@@ -522,8 +467,8 @@ func (f *serveFlags) apply(fs *pflag.FlagSet, s *settings) error {
 	return nil
 }
 
-// check validates the merged settings.
-func (s *settings) check() error {
+// checkSettings validates the merged settings.
+func checkSettings(s *settings) error {
 	switch {
 	case s.Listen == "":
 		return fmt.Errorf("the listen address is empty")

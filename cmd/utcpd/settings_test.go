@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -143,13 +142,13 @@ func TestGatewaySection(t *testing.T) {
 				got = append(got, strings.TrimPrefix(w.String(), "warning: "))
 			}
 			for i := range got {
-				got[i] = strings.TrimPrefix(got[i], filepath.Dir(dc.path)+string(filepath.Separator))
+				got[i] = strings.TrimPrefix(got[i], filepath.Dir(dc.Path)+string(filepath.Separator))
 			}
 			if diff := cmp.Diff(c.warnings, got); diff != "" {
 				t.Errorf("warnings (-want +got):\n%s", diff)
 			}
 			if c.check != nil {
-				c.check(t, s, dc.cfg.Dir)
+				c.check(t, s, dc.Cfg.Dir)
 			}
 		})
 	}
@@ -221,55 +220,6 @@ func TestCheckExposure(t *testing.T) {
 		}
 		if err != nil || loopback != c.loopback {
 			t.Errorf("%s: loopback %v, error %v", c.listen, loopback, err)
-		}
-	}
-}
-
-func TestReadDirFile(t *testing.T) {
-	dir := t.TempDir()
-	write := func(name, content string) string {
-		path := filepath.Join(dir, name)
-		writeFile(t, path, content)
-		return path
-	}
-	// A template without a name is named after the file.
-	w, err := readDirFile(write("my-api.json", `{"call_template_type": "http", "url": "http://127.0.0.1:1/utcp"}`))
-	if err != nil || w.Name != "my_api" || !strings.Contains(string(w.Raw), `"name":"my_api"`) {
-		t.Fatalf("template: %+v, %v", w, err)
-	}
-	// A template keeps its own name; a legacy provider is normalised.
-	w, err = readDirFile(write("x.json", `{"name": "legacy", "provider_type": "http", "url": "http://127.0.0.1:1/utcp", "http_method": "GET"}`))
-	if err != nil || w.Name != "legacy" || !strings.Contains(string(w.Raw), `"call_template_type":"http"`) {
-		t.Fatalf("legacy template: %+v, %v", w, err)
-	}
-	// A manual becomes a file template allowing its tools' protocols.
-	path := write("tools.json", `{"utcp_version": "1.1.0", "tools": [{"name": "t", "tool_call_template": {"call_template_type": "cli", "commands": [{"command": "echo"}]}}]}`)
-	w, err = readDirFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var tmpl map[string]any
-	if err := json.Unmarshal(w.Raw, &tmpl); err != nil {
-		t.Fatal(err)
-	}
-	want := map[string]any{"name": "tools", "call_template_type": "file", "file_path": path, "allowed_communication_protocols": []any{"file", "cli"}}
-	if diff := cmp.Diff(want, tmpl); diff != "" || len(w.Extra) == 0 {
-		t.Fatalf("manual template (-want +got):\n%s", diff)
-	}
-	// An OpenAPI document allows http.
-	w, err = readDirFile(write("spec.json", `{"openapi": "3.0.0", "paths": {}}`))
-	if err != nil || !strings.Contains(string(w.Raw), `["file","http"]`) {
-		t.Fatalf("openapi: %+v, %v", w, err)
-	}
-	for name, content := range map[string]string{
-		"broken.json":   `{"name": "x", `,
-		"array.json":    `[1, 2]`,
-		"neither.json":  `{"hello": "world"}`,
-		"badtmpl.json":  `{"name": "x", "call_template_type": "http"}`,
-		"badtools.json": `{"utcp_version": "1.1.0", "tools": [{"description": "no name"}]}`,
-	} {
-		if w, err := readDirFile(write(name, content)); err == nil {
-			t.Errorf("%s: no error, got %+v", name, w)
 		}
 	}
 }

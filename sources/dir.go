@@ -1,4 +1,4 @@
-package main
+package sources
 
 import (
 	"bytes"
@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -18,51 +19,61 @@ import (
 	"github.com/utcpd/utcpd/utcp"
 )
 
-// maxDirFileBytes caps a file of the manuals folder.
-const maxDirFileBytes = 16 << 20
+// MaxFileBytes caps a file of the manuals folder.
+const MaxFileBytes = 16 << 20
 
 // dirFile is what the folder watcher knows of one *.json file.
 type dirFile struct {
 	mod  time.Time
 	size int64
 	// want is the file's manual while the file is good; nil while broken.
-	want *wanted
+	want *Wanted
 	// name is the manual name of the file's last good version, "" if it
 	// never was good.
 	name string
 }
 
-// dirSource turns the *.json files of a manuals folder into manuals: a
-// file holding a manual call template registers that template (named by
+// Dir is the source of a manuals folder: it turns the folder's *.json
+// files into manuals. A file holding a manual call template registers that template (named by
 // its "name", else by the file's base name); a file holding a UTCP manual
 // or an OpenAPI document registers a file call template pointing at it,
 // named by the file's base name. Names are sanitised. A file that stops
 // parsing keeps its last good version serving.
-type dirSource struct {
+type Dir struct {
 	dir   string
 	log   *slog.Logger
-	set   *managedSet
+	set   *Reconciler
 	files map[string]*dirFile
 	// readErr is the last error reading the folder, logged once.
 	readErr string
 }
 
-func newDirSource(dir string, set *managedSet, log *slog.Logger) *dirSource {
-	return &dirSource{dir: dir, set: set, log: log, files: map[string]*dirFile{}}
+var (
+	_ Source = (*Dir)(nil)
+	_ Source = (*Config)(nil)
+)
+
+// NewDir returns the source of the manuals folder dir, registered
+// through set.
+func NewDir(dir string, set *Reconciler, log *slog.Logger) *Dir {
+	return &Dir{dir: dir, set: set, log: log, files: map[string]*dirFile{}}
 }
 
-// scan looks at the folder and syncs the manual set when a file was
+// Path is the folder.
+func (d *Dir) Path() string { return d.dir }
+
+// Sync looks at the folder and syncs the manual set when a file was
 // added, changed (modification time or size) or removed, or when force is
 // set (SIGHUP: every file is read again and failed registrations are
 // retried). When the folder cannot be read the registered manuals stay.
-func (d *dirSource) scan(ctx context.Context, vars *manuals.Resolver, force bool) (syncStats, bool) {
+func (d *Dir) Sync(ctx context.Context, vars *manuals.Resolver, force bool) (Stats, bool) {
 	entries, err := os.ReadDir(d.dir)
 	if err != nil {
 		if msg := err.Error(); msg != d.readErr {
 			d.readErr = msg
 			d.log.Error("reading the manuals folder; its manuals stay as they are", "dir", d.dir, "err", err)
 		}
-		return syncStats{}, false
+		return Stats{}, false
 	}
 	if d.readErr != "" {
 		d.readErr = ""
@@ -90,7 +101,7 @@ func (d *dirSource) scan(ctx context.Context, vars *manuals.Resolver, force bool
 		}
 		f.mod, f.size = info.ModTime(), info.Size()
 		changed = true
-		w, err := readDirFile(path)
+		w, err := ReadDirFile(path)
 		if err != nil {
 			f.want = nil
 			if f.name != "" {
@@ -109,10 +120,10 @@ func (d *dirSource) scan(ctx context.Context, vars *manuals.Resolver, force bool
 		}
 	}
 	if !changed {
-		return syncStats{}, false
+		return Stats{}, false
 	}
-	paths := sortedKeys(d.files)
-	var want []wanted
+	paths := slices.Sorted(maps.Keys(d.files))
+	var want []Wanted
 	owner := map[string]string{}
 	for _, path := range paths {
 		f := d.files[path]
@@ -121,7 +132,7 @@ func (d *dirSource) scan(ctx context.Context, vars *manuals.Resolver, force bool
 			if f.name == "" {
 				continue
 			}
-			w = &wanted{Name: f.name, Origin: path, Keep: true}
+			w = &Wanted{Name: f.name, Origin: path, Keep: true}
 		}
 		if other, taken := owner[w.Name]; taken {
 			d.log.Error("manuals folder: two files give the same manual name; the first one is used", "manual", w.Name, "file", path, "used", other)
@@ -130,23 +141,23 @@ func (d *dirSource) scan(ctx context.Context, vars *manuals.Resolver, force bool
 		owner[w.Name] = path
 		want = append(want, *w)
 	}
-	st := d.set.sync(ctx, want, vars, force)
+	st := d.set.Sync(ctx, want, vars, force)
 	// A file is good (its name remembered) once its manual registered.
 	for _, path := range paths {
 		f := d.files[path]
 		if f.want == nil {
 			continue
 		}
-		if e := d.set.have[f.want.Name]; e != nil && e.ok && owner[f.want.Name] == path {
+		if d.set.Registered(f.want.Name) && owner[f.want.Name] == path {
 			f.name = f.want.Name
 		}
 	}
 	return st, true
 }
 
-// watch polls the folder every interval until ctx ends, calling scan
+// Watch polls the folder every interval until ctx ends, calling Sync
 // under lock (which serialises it with the SIGHUP reload).
-func (d *dirSource) watch(ctx context.Context, interval time.Duration, lock func() func(), vars func() *manuals.Resolver) {
+func (d *Dir) Watch(ctx context.Context, interval time.Duration, lock func() func(), vars func() *manuals.Resolver) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
@@ -157,19 +168,19 @@ func (d *dirSource) watch(ctx context.Context, interval time.Duration, lock func
 		}
 		unlock := lock()
 		if ctx.Err() == nil {
-			if st, changed := d.scan(ctx, vars(), false); changed {
-				d.log.Info("manuals folder reloaded", "dir", d.dir, "added", st.added, "replaced", st.replaced,
-					"removed", st.removed, "failed", st.failed, "unchanged", st.unchanged)
+			if st, changed := d.Sync(ctx, vars(), false); changed {
+				d.log.Info("manuals folder reloaded", "dir", d.dir, "added", st.Added, "replaced", st.Replaced,
+					"removed", st.Removed, "failed", st.Failed, "unchanged", st.Unchanged)
 			}
 		}
 		unlock()
 	}
 }
 
-// readDirFile reads one file of the manuals folder and returns the
+// ReadDirFile reads one file of the manuals folder and returns the
 // manual it stands for.
-func readDirFile(path string) (*wanted, error) {
-	data, err := readCapped(path, maxDirFileBytes)
+func ReadDirFile(path string) (*Wanted, error) {
+	data, err := ReadCapped(path, MaxFileBytes)
 	if err != nil {
 		return nil, err
 	}
@@ -191,7 +202,7 @@ func readDirFile(path string) (*wanted, error) {
 		_, paths := head["paths"]
 		// The folder is trusted like the configuration: the file
 		// template allows the protocols the manual's tools name.
-		allowed, err := documentProtocols("file", trimmed, openapi || swagger || paths)
+		allowed, err := DocumentProtocols("file", trimmed, openapi || swagger || paths)
 		if err != nil {
 			return nil, err
 		}
@@ -200,10 +211,12 @@ func readDirFile(path string) (*wanted, error) {
 			return nil, err
 		}
 		raw, _ := json.Marshal(map[string]any{"name": base, "call_template_type": "file", "file_path": abs, "allowed_communication_protocols": allowed})
-		return &wanted{Name: base, Raw: raw, Origin: path, Extra: data}, nil
+		return &Wanted{Name: base, Raw: raw, Origin: path, Extra: data}, nil
 	}
 	raw := json.RawMessage(trimmed)
-	if name, _ := jsonString(head["name"]); name == "" {
+	var name string
+	_ = json.Unmarshal(head["name"], &name) // not a string: no name
+	if name == "" {
 		head["name"], _ = json.Marshal(base)
 		raw, _ = json.Marshal(head)
 	}
@@ -218,11 +231,11 @@ func readDirFile(path string) (*wanted, error) {
 	if _, err := transports.Default.ParseTemplate(t.Raw); err != nil {
 		return nil, err
 	}
-	return &wanted{Name: t.Name, Raw: t.Raw, Origin: path}, nil
+	return &Wanted{Name: t.Name, Raw: t.Raw, Origin: path}, nil
 }
 
-// readCapped reads a file of at most limit bytes.
-func readCapped(path string, limit int64) ([]byte, error) {
+// ReadCapped reads a file of at most limit bytes.
+func ReadCapped(path string, limit int64) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
@@ -245,12 +258,12 @@ func readCapped(path string, limit int64) ([]byte, error) {
 	return data, nil
 }
 
-// documentProtocols returns what a call template of type own that carries
+// DocumentProtocols returns what a call template of type own that carries
 // the manual or OpenAPI document data must allow so that none of its tools
 // is dropped: own, and the call_template_type of every tool template of a
 // manual (http for an OpenAPI document, whose operations become http
 // tools). A document that is neither is an error.
-func documentProtocols(own string, data []byte, isOpenAPI bool) ([]string, error) {
+func DocumentProtocols(own string, data []byte, isOpenAPI bool) ([]string, error) {
 	allowed := []string{own}
 	switch {
 	case manuals.IsManual(data):

@@ -1,10 +1,21 @@
-package main
+// Package sources keeps the manuals of a source registered in a gateway
+// in step with what the source wants. A source is the configuration file
+// ([Config], registry.SourceConfig) or the manuals folder ([Dir],
+// registry.SourceDir); the stored manuals and those of the admin API are
+// the gateway's own (gateway.Restore, gateway.RegisterManual). Each
+// source feeds a [Reconciler], which adds new manuals, replaces changed
+// ones (discovery first; a failure keeps the old version serving) and
+// removes the ones the source no longer has, never touching a manual of
+// another source.
+package sources
 
 import (
 	"context"
 	"crypto/sha256"
 	"encoding/json"
 	"log/slog"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -13,9 +24,19 @@ import (
 	"github.com/utcpd/utcpd/utcp"
 )
 
-// wanted is one manual a source (the configuration file, the manuals
-// folder) wants registered.
-type wanted struct {
+// A Source brings the manuals it wants registered in step with it.
+// Calls to Sync must not overlap.
+type Source interface {
+	// Sync registers, replaces and removes manuals so that the gateway
+	// serves what the source wants now, substituting vars. force reads
+	// everything again and retries failed registrations (SIGHUP). It
+	// reports what it did and whether the source had changed (a source
+	// that did not change does nothing).
+	Sync(ctx context.Context, vars *manuals.Resolver, force bool) (Stats, bool)
+}
+
+// Wanted is one manual a source wants registered.
+type Wanted struct {
 	// Name is the sanitised manual name.
 	Name string
 	// Raw is the manual call template, variables unresolved.
@@ -31,47 +52,51 @@ type wanted struct {
 	Keep bool
 }
 
-// managedEntry is what a managedSet did last for one manual.
-type managedEntry struct {
+// Stats counts what one sync did.
+type Stats struct {
+	Added, Replaced, Removed, Failed, Unchanged int
+}
+
+// entry is what a Reconciler did last for one manual.
+type entry struct {
 	fp     [32]byte // fingerprint of what was last tried
 	ok     bool     // the last try registered it
 	origin string
 }
 
-// managedSet keeps the manuals of one source (registry.SourceConfig or
-// registry.SourceDir) registered in a gateway in step with what the
-// source wants: it adds new manuals, replaces changed ones (discovery
-// first; a failure keeps the old version serving) and removes the ones
-// the source no longer has. It never touches a manual of another source.
-// Calls to sync must not overlap.
-type managedSet struct {
+// Reconciler keeps the manuals of one source registered in a gateway in
+// step with what the source wants. Calls to Sync must not overlap.
+type Reconciler struct {
 	source  string
 	g       *gateway.Gateway
 	log     *slog.Logger
 	timeout time.Duration // per registration
-	have    map[string]*managedEntry
-	// record, when set, counts registrations (op "register", "replace"
-	// or "deregister") for metrics.
-	record func(source, op string, err error)
+	have    map[string]*entry
+	record  func(source, op string, err error)
 }
 
-func newManagedSet(source string, g *gateway.Gateway, log *slog.Logger, timeout time.Duration, record func(source, op string, err error)) *managedSet {
+// NewReconciler returns the reconciler of the manuals with the given
+// source (registry.SourceConfig, registry.SourceDir) in g. timeout bounds
+// one registration. record, when set, counts registrations (op
+// "register", "replace" or "deregister") for metrics.
+func NewReconciler(source string, g *gateway.Gateway, log *slog.Logger, timeout time.Duration, record func(source, op string, err error)) *Reconciler {
 	if record == nil {
 		record = func(string, string, error) {}
 	}
-	return &managedSet{source: source, g: g, log: log, timeout: timeout, have: map[string]*managedEntry{}, record: record}
+	return &Reconciler{source: source, g: g, log: log, timeout: timeout, have: map[string]*entry{}, record: record}
 }
 
-// syncStats counts what one sync did.
-type syncStats struct {
-	added, replaced, removed, failed, unchanged int
+// Registered reports whether the last try registered the manual name.
+func (s *Reconciler) Registered(name string) bool {
+	e := s.have[name]
+	return e != nil && e.ok
 }
 
 // fingerprint hashes what decides a manual's registration: its template,
 // its extra content, and its template with variables substituted (so a
 // changed variable value triggers a new discovery; the hash keeps no
 // secret).
-func fingerprint(w *wanted, vars *manuals.Resolver) [32]byte {
+func fingerprint(w *Wanted, vars *manuals.Resolver) [32]byte {
 	h := sha256.New()
 	h.Write(w.Raw)
 	h.Write([]byte{0})
@@ -90,18 +115,18 @@ func fingerprint(w *wanted, vars *manuals.Resolver) [32]byte {
 	return out
 }
 
-// sync brings the set in step with want. Unchanged manuals are left
+// Sync brings the gateway in step with want. Unchanged manuals are left
 // alone; a manual whose last registration failed is tried again only
 // when its fingerprint changed or force is set.
-func (s *managedSet) sync(ctx context.Context, want []wanted, vars *manuals.Resolver, force bool) syncStats {
-	var st syncStats
+func (s *Reconciler) Sync(ctx context.Context, want []Wanted, vars *manuals.Resolver, force bool) Stats {
+	var st Stats
 	wantNames := map[string]bool{}
 	for _, w := range want {
 		wantNames[w.Name] = true
 	}
 	// Removals first, so that a manual renamed in its source can take a
 	// name another one gave up.
-	for _, name := range sortedKeys(s.have) {
+	for _, name := range slices.Sorted(maps.Keys(s.have)) {
 		if wantNames[name] {
 			continue
 		}
@@ -116,12 +141,12 @@ func (s *managedSet) sync(ctx context.Context, want []wanted, vars *manuals.Reso
 			s.log.Error("removing manual", "source", s.source, "manual", name, "err", err)
 			continue
 		}
-		st.removed++
+		st.Removed++
 		s.log.Info("manual removed", "source", s.source, "manual", name, "origin", e.origin)
 	}
 
 	type job struct {
-		w       wanted
+		w       Wanted
 		fp      [32]byte
 		replace bool
 	}
@@ -132,14 +157,14 @@ func (s *managedSet) sync(ctx context.Context, want []wanted, vars *manuals.Reso
 		}
 		fp := fingerprint(&w, vars)
 		if e, ok := s.have[w.Name]; ok && e.fp == fp && (e.ok || !force) {
-			st.unchanged++
+			st.Unchanged++
 			continue
 		}
 		replace := false
 		if m, ok := s.g.Manual(w.Name); ok {
 			if m.Source != s.source {
-				s.have[w.Name] = &managedEntry{fp: fp, origin: w.Origin}
-				st.failed++
+				s.have[w.Name] = &entry{fp: fp, origin: w.Origin}
+				st.Failed++
 				s.log.Error("manual not registered: the name is taken by a manual from another source",
 					"source", s.source, "manual", w.Name, "origin", w.Origin, "taken_by", m.Source)
 				continue
@@ -166,37 +191,25 @@ func (s *managedSet) sync(ctx context.Context, want []wanted, vars *manuals.Reso
 			s.record(s.source, op, err)
 			mu.Lock()
 			defer mu.Unlock()
-			s.have[j.w.Name] = &managedEntry{fp: j.fp, ok: err == nil, origin: j.w.Origin}
+			s.have[j.w.Name] = &entry{fp: j.fp, ok: err == nil, origin: j.w.Origin}
 			switch {
 			case err != nil && j.replace:
-				st.failed++
+				st.Failed++
 				s.log.Error("manual not replaced; its last good version keeps serving",
 					"source", s.source, "manual", j.w.Name, "origin", j.w.Origin, "code", utcp.CodeOf(err), "err", err)
 			case err != nil:
-				st.failed++
+				st.Failed++
 				s.log.Error("manual not registered", "source", s.source, "manual", j.w.Name, "origin", j.w.Origin,
 					"code", utcp.CodeOf(err), "err", err)
 			case j.replace:
-				st.replaced++
+				st.Replaced++
 				s.log.Info("manual replaced", "source", s.source, "manual", res.Name, "tools", len(res.Tools), "origin", j.w.Origin)
 			default:
-				st.added++
+				st.Added++
 				s.log.Info("manual registered", "source", s.source, "manual", res.Name, "tools", len(res.Tools), "origin", j.w.Origin)
 			}
 		})
 	}
 	wg.Wait()
 	return st
-}
-
-// configWanted lists the manuals of a configuration.
-func configWanted(cfg *manuals.Config) []wanted {
-	if cfg == nil {
-		return nil
-	}
-	out := make([]wanted, 0, len(cfg.ManualCallTemplates))
-	for _, t := range cfg.ManualCallTemplates {
-		out = append(out, wanted{Name: t.Name, Raw: t.Raw, Origin: t.Location})
-	}
-	return out
 }
