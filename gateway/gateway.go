@@ -239,8 +239,10 @@ func (g *Gateway) goBackground(fn func()) {
 	}()
 }
 
-// Close deregisters every manual and closes every transport. Calls in
-// flight are not waited for; cancel them first for a graceful stop.
+// Close deregisters every manual and closes every transport. It ends and
+// waits for the gateway's background work (rediscovery, refreshes,
+// retirements of replaced or removed manuals). Calls in flight are not
+// waited for; cancel them first for a graceful stop.
 func (g *Gateway) Close() error {
 	g.mu.Lock()
 	if g.closed {
