@@ -171,7 +171,7 @@ func (c *commandFrom) UnmarshalJSON(b []byte) error {
 		seen[key] = true
 		m, err := parseMapping(key, spec)
 		if err != nil {
-			return fmt.Errorf("command_from[%q]: %v", key, err)
+			return fmt.Errorf("command_from[%q]: %w", key, err)
 		}
 		out = append(out, struct {
 			glob kindcfg.Glob

@@ -253,7 +253,7 @@ func checkURL(raw string, allowInsecure bool) (*url.URL, error) {
 	}
 	u, err := url.Parse(raw)
 	if err != nil {
-		return nil, fmt.Errorf("invalid URL: %v", redactURLError(err))
+		return nil, fmt.Errorf("invalid URL: %w", redactURLError(err))
 	}
 	if u.Host == "" || u.Hostname() == "" {
 		return nil, errors.New("the URL must be absolute, with a host")
@@ -427,7 +427,7 @@ func decodeResponse(b []byte) (Response, error) {
 	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	if err := dec.Decode(&r); err != nil {
-		return r, fmt.Errorf("the answer does not parse: %v", err)
+		return r, fmt.Errorf("the answer does not parse: %w", err)
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return r, errors.New("unexpected text after the answer's JSON object")
