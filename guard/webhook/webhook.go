@@ -364,7 +364,7 @@ func (g *Guard) Evaluate(ctx context.Context, call *guard.Call) (guard.Verdict, 
 			return fail(fmt.Sprintf("no answer within %v", g.timeout), nil)
 		}
 		err = redactURLError(err)
-		log.Warn("webhook request failed", "error", err)
+		log.Warn("webhook request failed", "err", err)
 		return fail(fmt.Sprintf("request failed: %v", err), nil)
 	}
 	defer resp.Body.Close()
@@ -378,7 +378,7 @@ func (g *Guard) Evaluate(ctx context.Context, call *guard.Call) (guard.Verdict, 
 		log.Warn("webhook timed out", "timeout", g.timeout)
 		return fail(fmt.Sprintf("no answer within %v", g.timeout), nil)
 	case err != nil:
-		log.Warn("webhook response unreadable", "status", resp.StatusCode, "error", err)
+		log.Warn("webhook response unreadable", "status", resp.StatusCode, "err", err)
 		return fail(fmt.Sprintf("reading the answer: %v", err), status)
 	case resp.StatusCode < 200 || resp.StatusCode > 299:
 		log.Warn("webhook answered an error status", "status", resp.StatusCode, "took", took)
@@ -389,7 +389,7 @@ func (g *Guard) Evaluate(ctx context.Context, call *guard.Call) (guard.Verdict, 
 	}
 	r, err := decodeResponse(b)
 	if err != nil {
-		log.Warn("webhook answer invalid", "status", resp.StatusCode, "error", err)
+		log.Warn("webhook answer invalid", "status", resp.StatusCode, "err", err)
 		return fail(err.Error(), status)
 	}
 	v := guard.Verdict{Decision: r.Decision, Reason: truncate(utcp.RedactText(r.Reason), maxReasonLen)}
