@@ -17,6 +17,7 @@ import (
 	"github.com/utcpd/utcpd/gateway"
 	"github.com/utcpd/utcpd/guard"
 	"github.com/utcpd/utcpd/registry"
+	"github.com/utcpd/utcpd/transports"
 	"github.com/utcpd/utcpd/utcp"
 )
 
@@ -443,7 +444,7 @@ func TestFrontAPIKeys(t *testing.T) {
 }
 
 func TestFrontOptions(t *testing.T) {
-	g, err := gateway.New(gateway.Options{})
+	g, err := gateway.New(gateway.Options{Transports: transports.Default})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -464,7 +465,7 @@ func TestFrontOptions(t *testing.T) {
 }
 
 func ExampleNew() {
-	g, _ := gateway.New(gateway.Options{})
+	g, _ := gateway.New(gateway.Options{Transports: transports.Default})
 	defer g.Close()
 	h, err := New(Options{Gateway: g, AdminToken: "change-me", Version: "dev"})
 	if err != nil {

@@ -105,7 +105,7 @@ func (g *Gateway) call(ctx context.Context, name string, args map[string]any, op
 	}
 	rec.Dispatched = true
 	res, err := p.tr.CallTool(dctx, &p.call)
-	p.state.calls.RUnlock()
+	p.state.calls.leave()
 	if err != nil {
 		return nil, true, g.finish(ctx, &rec, t, nil, fmt.Errorf("%s: %w", p.tool.Name, err))
 	}
@@ -191,7 +191,7 @@ func (g *Gateway) CallToolStreaming(ctx context.Context, name string, args map[s
 	}
 	if err != nil {
 		cancel()
-		p.state.calls.RUnlock()
+		p.state.calls.leave()
 		return nil, g.finish(ctx, rec, t, nil, fmt.Errorf("%s: %w", p.tool.Name, err))
 	}
 	return &gatewayStream{g: g, p: p, inner: stream, rec: rec, ticket: t, cancel: cancel}, nil
@@ -254,7 +254,7 @@ func (g *Gateway) prepare(ctx context.Context, name string, args map[string]any,
 	}
 	p.call = utcp.Call{Tool: tool.Name, Manual: tool.Manual, Name: ts.backendName, Template: tmpl, Arguments: args, Principal: opts.Principal}
 	p.tool, p.state, p.tr, p.policy = tool, state, tr, ts.policy
-	state.calls.RLock()
+	state.calls.enter()
 	return p, nil
 }
 
@@ -377,7 +377,7 @@ func (s *gatewayStream) end(err error) {
 	if !s.done.CompareAndSwap(false, true) {
 		return
 	}
-	s.p.state.calls.RUnlock()
+	s.p.state.calls.leave()
 	s.cancel()
 	_ = s.g.finish(context.Background(), s.rec, s.ticket, nil, err)
 }

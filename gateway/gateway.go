@@ -28,11 +28,12 @@ import (
 	"github.com/utcpd/utcpd/utcp"
 )
 
-// Options configure a Gateway. The zero value is usable: every transport of
-// transports.Default, an allow-all guard, variables from the environment.
+// Options configure a Gateway. Transports is required; every other field
+// has a default: an allow-all guard, variables from the environment.
 type Options struct {
-	// Transports maps call_template_type to transport; default
-	// transports.Default.
+	// Transports maps call_template_type to transport. Required: New
+	// fails without it (a daemon passes transports.Default, a test a
+	// registry of its own), so no gateway reaches a global by accident.
 	Transports *transports.Registry
 	// TransportConfig holds per-type configuration handed to Info.New.
 	TransportConfig map[string]json.RawMessage
@@ -134,8 +135,11 @@ type Gateway struct {
 	followOnce sync.Once  // Restore starts following the store once (follow.go)
 }
 
-// New returns a Gateway.
+// New returns a Gateway. It fails when opts.Transports is nil.
 func New(opts Options) (*Gateway, error) {
+	if opts.Transports == nil {
+		return nil, errors.New("gateway.New: Options.Transports is required (pass transports.Default or a registry of your own)")
+	}
 	g := &Gateway{opts: opts, transports: map[string]transports.Transport{}}
 	g.life, g.stop = context.WithCancel(context.Background())
 	g.log = opts.Logger
@@ -143,9 +147,6 @@ func New(opts Options) (*Gateway, error) {
 		g.log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	g.types = opts.Transports
-	if g.types == nil {
-		g.types = transports.Default
-	}
 	g.guard = opts.Guard
 	if g.guard == nil {
 		g.guard = guard.AllowAll
@@ -238,8 +239,10 @@ func (g *Gateway) goBackground(fn func()) {
 	}()
 }
 
-// Close deregisters every manual and closes every transport. Calls in
-// flight are not waited for; cancel them first for a graceful stop.
+// Close deregisters every manual and closes every transport. It ends and
+// waits for the gateway's background work (rediscovery, refreshes,
+// retirements of replaced or removed manuals). Calls in flight are not
+// waited for; cancel them first for a graceful stop.
 func (g *Gateway) Close() error {
 	g.mu.Lock()
 	if g.closed {

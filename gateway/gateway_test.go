@@ -42,8 +42,14 @@ func serveFixture(t *testing.T) (*fixture.Fixture, string) {
 	return f, "http://" + ln.Addr().String()
 }
 
+// newGateway returns a gateway closed at the end of the test. Options
+// without Transports get transports.Default (every transport, through
+// transports/all): the helper's choice, not gateway.New's.
 func newGateway(t *testing.T, opts gateway.Options) *gateway.Gateway {
 	t.Helper()
+	if opts.Transports == nil {
+		opts.Transports = transports.Default
+	}
 	g, err := gateway.New(opts)
 	if err != nil {
 		t.Fatal(err)
@@ -77,6 +83,18 @@ func codeOf(t *testing.T, err error, want utcp.Code) *utcp.Error {
 	var ue *utcp.Error
 	errors.As(err, &ue)
 	return ue
+}
+
+// Transports is required: New does not fall back to transports.Default.
+func TestNewRequiresTransports(t *testing.T) {
+	g, err := gateway.New(gateway.Options{})
+	if err == nil {
+		_ = g.Close()
+		t.Fatal("gateway.New without Transports succeeded")
+	}
+	if !strings.Contains(err.Error(), "Options.Transports is required") {
+		t.Errorf("error %q does not name the missing option", err)
+	}
 }
 
 func TestRegisterAndCall(t *testing.T) {

@@ -44,7 +44,7 @@ func BenchmarkCallToolWithGuardChain(b *testing.B) {
 		name  string
 		setup func(b *testing.B) gateway.Options
 	}{
-		{"none", func(*testing.B) gateway.Options { return gateway.Options{} }},
+		{"none", func(*testing.B) gateway.Options { return gateway.Options{Transports: transports.Default} }},
 		{"chain_func", func(*testing.B) gateway.Options { return gateway.Options{Guard: guard.NewChain(one)} }},
 		{"chain_func_timeout", func(*testing.B) gateway.Options {
 			return gateway.Options{Guard: guard.NewChain(one, guard.WithGuardTimeout(10*time.Second))}

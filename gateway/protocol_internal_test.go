@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"testing"
 
+	"github.com/utcpd/utcpd/transports"
 	_ "github.com/utcpd/utcpd/transports/text"
 	"github.com/utcpd/utcpd/utcp"
 )
@@ -12,7 +13,7 @@ import (
 // the registry but whose protocol the manual no longer allows is refused
 // before dispatch.
 func TestProtocolCheckedAtCallTime(t *testing.T) {
-	g, err := New(Options{})
+	g, err := New(Options{Transports: transports.Default})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -67,9 +67,9 @@ type manualState struct {
 	// for a stored copy served as it is); only then is the transport's
 	// per-manual state released on retirement.
 	discovered bool
-	// calls holds a read lock for every call in flight through this
-	// manual; deregistration takes the write lock, so it waits for them.
-	calls sync.RWMutex
+	// calls counts the calls in flight through this manual;
+	// deregistration waits for them (inflight.go).
+	calls inflight
 }
 
 // RegisterManual registers the manual that one manual call template (v1.1
@@ -305,21 +305,32 @@ func (st *manualState) release(ctx context.Context) {
 }
 
 // retire releases an old manual's transport state once its calls in
-// flight have finished.
+// flight have finished, in a background goroutine that Close waits for.
+// The deregistration runs on the gateway's lifetime, bounded by 30 s;
+// once Close has begun it is abandoned (calls still in flight are not
+// waited for) since closing the transport releases every manual's state.
 func (g *Gateway) retire(old *registry.Manual) {
 	st, ok := old.Ext.(*manualState)
 	if !ok || !st.discovered {
 		return
 	}
-	go func() {
-		st.calls.Lock()
-		defer st.calls.Unlock()
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	g.goBackground(func() {
+		drained, release, ok := st.calls.retire()
+		if !ok {
+			return
+		}
+		defer release()
+		select {
+		case <-drained:
+		case <-g.life.Done():
+			return
+		}
+		ctx, cancel := context.WithTimeout(g.life, 30*time.Second)
 		defer cancel()
-		if err := st.tr.DeregisterManual(ctx, st.resolved); err != nil {
+		if err := st.tr.DeregisterManual(ctx, st.resolved); err != nil && g.life.Err() == nil {
 			g.log.Warn("deregistering manual", "manual", old.Name, "err", err)
 		}
-	}()
+	})
 }
 
 // resolve substitutes the variables of tmpl (namespace = manual name) and

@@ -801,7 +801,7 @@ func PrepareTemplate(raw json.RawMessage, baseDir string) (Template, []Warning, 
 	}
 	o, err := parseObject(raw)
 	if err != nil {
-		return Template{}, nil, utcp.Errorf(utcp.CodeInvalidTemplate, "call template is not a JSON object: %v", err)
+		return Template{}, nil, utcp.Errorf(utcp.CodeInvalidTemplate, "call template is not a JSON object: %w", err)
 	}
 	ws, issues, changed := prepareObject(o, baseDir)
 	name, _ := decodeString(mustGet(o, "name"))

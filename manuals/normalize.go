@@ -38,7 +38,7 @@ var legacyTypeKeys = []string{"provider_type", "type", "transport"}
 func NormalizeTemplate(raw json.RawMessage) (json.RawMessage, []Warning, error) {
 	o, err := parseObject(raw)
 	if err != nil {
-		return nil, nil, utcp.Errorf(utcp.CodeInvalidTemplate, "call template is not a JSON object: %v", err)
+		return nil, nil, utcp.Errorf(utcp.CodeInvalidTemplate, "call template is not a JSON object: %w", err)
 	}
 	ws, changed := normalizeTemplate(o)
 	if !changed {

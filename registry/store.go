@@ -43,10 +43,12 @@ type Change struct {
 	Name string
 }
 
-// ErrNotFound is the error a Store returns, wrapped, when there is no
-// record of the requested name. It is a *utcp.Error of code
-// manual_not_found, so errors.Is(err, ErrNotFound) holds for any error
-// carrying that code.
+// ErrNotFound is the error a Store returns, wrapped (see NotFound), when
+// there is no record of the requested name. It is a *utcp.Error of code
+// manual_not_found and a sentinel of its own: errors.Is(err, ErrNotFound)
+// holds for an error that wraps it, not for every manual_not_found error
+// (transports.ErrNotRegistered is another). To ask for the code, use
+// utcp.CodeOf or errors.Is(err, &utcp.Error{Code: utcp.CodeManualNotFound}).
 var ErrNotFound error = &utcp.Error{Code: utcp.CodeManualNotFound, Message: "manual not found"}
 
 // Store persists registered manuals. Implementations are safe for

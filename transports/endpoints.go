@@ -29,7 +29,7 @@ type Endpointer interface {
 func URLEndpoint(field, raw string) (netguard.HostPort, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
-		return netguard.HostPort{}, fmt.Errorf("%s: %v", field, err)
+		return netguard.HostPort{}, fmt.Errorf("%s: %w", field, err)
 	}
 	if u.Hostname() == "" {
 		return netguard.HostPort{}, fmt.Errorf("%s: URL %q has no host", field, RedactURL(u))
@@ -77,7 +77,7 @@ func HostEndpoint(host string, port int) netguard.HostPort {
 func AddrEndpoint(field, addr string) (netguard.HostPort, error) {
 	h, p, err := net.SplitHostPort(addr)
 	if err != nil {
-		return netguard.HostPort{}, fmt.Errorf("%s: %v", field, err)
+		return netguard.HostPort{}, fmt.Errorf("%s: %w", field, err)
 	}
 	return netguard.HostPort{Host: netguard.CanonicalHost(h), Port: p}, nil
 }

@@ -417,7 +417,7 @@ func ValidateTemplateURL(raw string, schemes ...string) error {
 	}
 	u, err := url.Parse(URLPlaceholder.ReplaceAllString(raw, "x"))
 	if err != nil {
-		return fmt.Errorf("field url: %v", err)
+		return fmt.Errorf("field url: %w", err)
 	}
 	scheme := strings.ToLower(u.Scheme)
 	ok := false

@@ -59,8 +59,9 @@ func Codes() []Code {
 }
 
 // Error is an error with a stable Code, a human message and optional
-// structured details. Two *Error values match under errors.Is when their
-// codes are equal, so an *Error constant works as a sentinel.
+// structured details. Under errors.Is an *Error matches a bare code
+// sentinel (&Error{Code: c}) of its code, and any other *Error only by
+// identity, so a package's *Error constant is a sentinel of its own.
 type Error struct {
 	Code    Code
 	Message string
@@ -101,11 +102,20 @@ func (e *Error) Error() string {
 // Unwrap returns the cause.
 func (e *Error) Unwrap() error { return e.Err }
 
-// Is reports whether target is an *Error with the same code.
+// Is reports whether target is a bare code sentinel, an *Error with only
+// Code set (no Message, Details or Err), of e's code: errors.Is(err,
+// &utcp.Error{Code: c}) asks "does err carry code c?". Any other *Error
+// target matches by identity only (errors.Is compares pointers before it
+// calls Is), so two package sentinels of one code stay distinct:
+// registry.ErrNotFound is not transports.ErrNotRegistered. utcp.CodeOf
+// reports the code of any error.
 func (e *Error) Is(target error) bool {
 	t, ok := target.(*Error)
-	return ok && t.Code == e.Code
+	return ok && t.bare() && t.Code == e.Code
 }
+
+// bare reports whether e carries nothing but its code.
+func (e *Error) bare() bool { return e.Message == "" && len(e.Details) == 0 && e.Err == nil }
 
 // ToolError is a failure the tool itself reported: a CLI command exiting
 // non-zero, an HTTP 4xx/5xx answer, an MCP isError result. The call was

@@ -10,6 +10,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/utcpd/utcpd/registry"
+	"github.com/utcpd/utcpd/transports"
 	"github.com/utcpd/utcpd/utcp"
 )
 
@@ -45,13 +47,56 @@ func TestCodeOf(t *testing.T) {
 			t.Errorf("CodeOf(%v) = %q, want %q", c.err, got, c.want)
 		}
 	}
-	// *Error values match by code under errors.Is.
-	err := fmt.Errorf("call: %w", utcp.NewError(utcp.CodeToolNotFound, "no tool %q", "x"))
-	if !errors.Is(err, sentinel) {
-		t.Errorf("errors.Is does not match *Error values by code")
+}
+
+// errors.Is matches an *Error by code only against a bare code sentinel
+// (Code set, nothing else); any other *Error target matches by identity.
+func TestErrorIs(t *testing.T) {
+	sentinel := &utcp.Error{Code: utcp.CodeToolNotFound, Message: "tool not found"}
+	plain := fmt.Errorf("call: %w", utcp.NewError(utcp.CodeToolNotFound, "no tool %q", "x"))
+	wrapping := fmt.Errorf("call: %w", utcp.Errorf(utcp.CodeToolNotFound, "no tool %q: %w", "x", sentinel))
+	cases := []struct {
+		name   string
+		err    error
+		target error
+		want   bool
+	}{
+		{"bare code, same code", plain, &utcp.Error{Code: utcp.CodeToolNotFound}, true},
+		{"bare code, other code", plain, &utcp.Error{Code: utcp.CodeTimeout}, false},
+		{"bare code through a wrapped sentinel", wrapping, &utcp.Error{Code: utcp.CodeToolNotFound}, true},
+		{"sentinel, same code, not wrapped", plain, sentinel, false},
+		{"sentinel, wrapped", wrapping, sentinel, true},
+		{"sentinel itself", sentinel, sentinel, true},
+		{"other sentinel of the same code", wrapping, &utcp.Error{Code: utcp.CodeToolNotFound, Message: "tool not found"}, false},
+		{"a target with details is not bare", plain, &utcp.Error{Code: utcp.CodeToolNotFound, Details: map[string]any{"k": 1}}, false},
+		{"a target with a cause is not bare", plain, &utcp.Error{Code: utcp.CodeToolNotFound, Err: errors.New("x")}, false},
+		{"not an *Error", plain, errors.New("no tool"), false},
 	}
-	if errors.Is(err, &utcp.Error{Code: utcp.CodeTimeout}) {
-		t.Errorf("errors.Is matched a different code")
+	for _, c := range cases {
+		if got := errors.Is(c.err, c.target); got != c.want {
+			t.Errorf("%s: errors.Is(%v, %v) = %v, want %v", c.name, c.err, c.target, got, c.want)
+		}
+	}
+}
+
+// Two package sentinels of one code are distinct errors:
+// registry.ErrNotFound (a store has no such record) is not
+// transports.ErrNotRegistered (a transport does not hold the manual),
+// though both are manual_not_found.
+func TestSentinelsOfOneCodeDiffer(t *testing.T) {
+	if utcp.CodeOf(registry.ErrNotFound) != utcp.CodeOf(transports.ErrNotRegistered) {
+		t.Fatalf("the test needs two sentinels of one code: %q, %q", utcp.CodeOf(registry.ErrNotFound), utcp.CodeOf(transports.ErrNotRegistered))
+	}
+	if errors.Is(registry.ErrNotFound, transports.ErrNotRegistered) || errors.Is(transports.ErrNotRegistered, registry.ErrNotFound) {
+		t.Error("registry.ErrNotFound and transports.ErrNotRegistered match each other")
+	}
+	if !errors.Is(registry.NotFound("m"), registry.ErrNotFound) || errors.Is(registry.NotFound("m"), transports.ErrNotRegistered) {
+		t.Error("registry.NotFound must match registry.ErrNotFound only")
+	}
+	for _, err := range []error{registry.ErrNotFound, transports.ErrNotRegistered, registry.NotFound("m")} {
+		if !errors.Is(err, &utcp.Error{Code: utcp.CodeManualNotFound}) {
+			t.Errorf("%v does not match the bare manual_not_found code", err)
+		}
 	}
 }
 

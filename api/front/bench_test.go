@@ -17,6 +17,7 @@ import (
 	"github.com/utcpd/utcpd/examples/servers/http/httpserver"
 	"github.com/utcpd/utcpd/gateway"
 	"github.com/utcpd/utcpd/internal/loadgen"
+	"github.com/utcpd/utcpd/transports"
 	_ "github.com/utcpd/utcpd/transports/http"
 	"github.com/utcpd/utcpd/transports/transporttest/fixture"
 )
@@ -62,7 +63,7 @@ func BenchmarkFrontVsDirect(b *testing.B) {
 
 	reg := prometheus.NewRegistry()
 	obs := api.NewObserver(slog.New(slog.NewJSONHandler(io.Discard, nil)), reg)
-	g, err := gateway.New(gateway.Options{OnCall: obs.OnCall})
+	g, err := gateway.New(gateway.Options{Transports: transports.Default, OnCall: obs.OnCall})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -80,7 +80,7 @@ func (c *countingReader) Read(p []byte) (int, error) {
 func BenchmarkStreamFrontVsDirect(b *testing.B) {
 	const n = 5000
 	direct := serve(b, sseserver.Handler(fixture.New()))
-	g, err := gateway.New(gateway.Options{})
+	g, err := gateway.New(gateway.Options{Transports: transports.Default})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/utcpd/utcpd/api"
 	"github.com/utcpd/utcpd/examples/servers/sse/sseserver"
 	"github.com/utcpd/utcpd/gateway"
+	"github.com/utcpd/utcpd/transports"
 	"github.com/utcpd/utcpd/transports/transporttest/fixture"
 )
 
@@ -22,7 +23,7 @@ func streamFront(t *testing.T, heartbeat time.Duration) (*fixture.Fixture, strin
 	t.Helper()
 	f := fixture.New()
 	backend := serveT(t, sseserver.Handler(f))
-	g, err := gateway.New(gateway.Options{})
+	g, err := gateway.New(gateway.Options{Transports: transports.Default})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/utcpd/utcpd/api/httpx"
 	"github.com/utcpd/utcpd/api/llm"
 	"github.com/utcpd/utcpd/gateway"
+	"github.com/utcpd/utcpd/transports"
 	_ "github.com/utcpd/utcpd/transports/text"
 	"github.com/utcpd/utcpd/utcp"
 )
@@ -216,7 +217,7 @@ func TestCacheConcurrent(t *testing.T) {
 // replaced with a changed schema, the route shows the new tool, with the
 // bytes of the one-off ExportTools; after it is removed, the tool is gone.
 func TestExportRouteAfterChange(t *testing.T) {
-	g, err := gateway.New(gateway.Options{})
+	g, err := gateway.New(gateway.Options{Transports: transports.Default})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -66,7 +66,7 @@ func decodeArgs(raw []byte) (map[string]any, error) {
 	dec.UseNumber()
 	var m map[string]any
 	if err := dec.Decode(&m); err != nil {
-		return nil, fmt.Errorf("the arguments are not valid JSON: %v", err)
+		return nil, fmt.Errorf("the arguments are not valid JSON: %w", err)
 	}
 	if dec.More() {
 		return nil, errors.New("the arguments have data after the JSON object")

@@ -108,7 +108,7 @@ func decodeArguments(raw json.RawMessage) (map[string]any, error) {
 	dec.UseNumber()
 	var args map[string]any
 	if err := dec.Decode(&args); err != nil {
-		return nil, fmt.Errorf("arguments: %v", err)
+		return nil, fmt.Errorf("arguments: %w", err)
 	}
 	return args, nil
 }

@@ -171,7 +171,7 @@ func (c *commandFrom) UnmarshalJSON(b []byte) error {
 		seen[key] = true
 		m, err := parseMapping(key, spec)
 		if err != nil {
-			return fmt.Errorf("command_from[%q]: %v", key, err)
+			return fmt.Errorf("command_from[%q]: %w", key, err)
 		}
 		out = append(out, struct {
 			glob kindcfg.Glob
@@ -261,7 +261,7 @@ func New(cfg json.RawMessage, log *slog.Logger) (guard.Guard, error) {
 	}
 	if _, err := exec.LookPath(g.executable); err != nil {
 		log.Warn("hol-guard executable not found; calls it would inspect fail closed until it is installed",
-			"executable", g.executable, "error", err)
+			"executable", g.executable, "err", err)
 	}
 	return g, nil
 }
@@ -399,7 +399,7 @@ func (g *Guard) inspect(ctx context.Context, call *guard.Call, command string) (
 	log := g.log.With("tool", name(call), "took", took)
 	switch {
 	case errors.Is(err, exec.ErrNotFound) || errors.Is(err, exec.ErrDot) || cmd.Process == nil && err != nil && rctx.Err() == nil:
-		log.Warn("hol-guard could not be started", "executable", g.executable, "error", err)
+		log.Warn("hol-guard could not be started", "executable", g.executable, "err", err)
 		return fail(fmt.Sprintf("cannot run %q: %v", g.executable, err), nil)
 	case ctx.Err() != nil:
 		return fail(fmt.Sprintf("call abandoned during inspection: %v", ctx.Err()), nil)
@@ -421,13 +421,13 @@ func (g *Guard) inspect(ctx context.Context, call *guard.Call, command string) (
 		// ErrWaitDelay: it exited 0 but its output pipe stayed open past
 		// waitDelay. The output read so far is used only if it is one
 		// complete JSON object.
-		log.Warn("hol-guard failed", "error", err)
+		log.Warn("hol-guard failed", "err", err)
 		return fail(fmt.Sprintf("running hol-guard: %v", err), nil)
 	}
 	raw := bytes.TrimSpace(stdout.buf.Bytes())
 	var out output
 	if err := decodeOne(raw, &out); err != nil {
-		log.Warn("hol-guard output is not the expected JSON", "error", err, "bytes", len(raw))
+		log.Warn("hol-guard output is not the expected JSON", "err", err, "bytes", len(raw))
 		return fail(fmt.Sprintf("malformed output: %v", err), nil)
 	}
 	var details bytes.Buffer

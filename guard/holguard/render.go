@@ -45,7 +45,7 @@ func renderCLI(raw json.RawMessage, args map[string]any) (string, error) {
 	}
 	var t cliTemplate
 	if err := json.Unmarshal(raw, &t); err != nil {
-		return "", fmt.Errorf("the cli call template does not parse: %v", err)
+		return "", fmt.Errorf("the cli call template does not parse: %w", err)
 	}
 	var cmds []string
 	for _, c := range t.Commands {
@@ -137,7 +137,7 @@ func renderCommand(cmd string, args map[string]any) (string, error) {
 				}
 				s, err := argText(v)
 				if err != nil {
-					return "", fmt.Errorf("argument %q: %v", name, err)
+					return "", fmt.Errorf("argument %q: %w", name, err)
 				}
 				out.WriteString(quoteIn(stack, s))
 				i += m[1]

@@ -253,7 +253,7 @@ func checkURL(raw string, allowInsecure bool) (*url.URL, error) {
 	}
 	u, err := url.Parse(raw)
 	if err != nil {
-		return nil, fmt.Errorf("invalid URL: %v", redactURLError(err))
+		return nil, fmt.Errorf("invalid URL: %w", redactURLError(err))
 	}
 	if u.Host == "" || u.Hostname() == "" {
 		return nil, errors.New("the URL must be absolute, with a host")
@@ -364,7 +364,7 @@ func (g *Guard) Evaluate(ctx context.Context, call *guard.Call) (guard.Verdict, 
 			return fail(fmt.Sprintf("no answer within %v", g.timeout), nil)
 		}
 		err = redactURLError(err)
-		log.Warn("webhook request failed", "error", err)
+		log.Warn("webhook request failed", "err", err)
 		return fail(fmt.Sprintf("request failed: %v", err), nil)
 	}
 	defer resp.Body.Close()
@@ -378,7 +378,7 @@ func (g *Guard) Evaluate(ctx context.Context, call *guard.Call) (guard.Verdict, 
 		log.Warn("webhook timed out", "timeout", g.timeout)
 		return fail(fmt.Sprintf("no answer within %v", g.timeout), nil)
 	case err != nil:
-		log.Warn("webhook response unreadable", "status", resp.StatusCode, "error", err)
+		log.Warn("webhook response unreadable", "status", resp.StatusCode, "err", err)
 		return fail(fmt.Sprintf("reading the answer: %v", err), status)
 	case resp.StatusCode < 200 || resp.StatusCode > 299:
 		log.Warn("webhook answered an error status", "status", resp.StatusCode, "took", took)
@@ -389,7 +389,7 @@ func (g *Guard) Evaluate(ctx context.Context, call *guard.Call) (guard.Verdict, 
 	}
 	r, err := decodeResponse(b)
 	if err != nil {
-		log.Warn("webhook answer invalid", "status", resp.StatusCode, "error", err)
+		log.Warn("webhook answer invalid", "status", resp.StatusCode, "err", err)
 		return fail(err.Error(), status)
 	}
 	v := guard.Verdict{Decision: r.Decision, Reason: truncate(utcp.RedactText(r.Reason), maxReasonLen)}
@@ -427,7 +427,7 @@ func decodeResponse(b []byte) (Response, error) {
 	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	if err := dec.Decode(&r); err != nil {
-		return r, fmt.Errorf("the answer does not parse: %v", err)
+		return r, fmt.Errorf("the answer does not parse: %w", err)
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return r, errors.New("unexpected text after the answer's JSON object")

@@ -27,6 +27,7 @@ import (
 
 	"github.com/utcpd/utcpd/api"
 	"github.com/utcpd/utcpd/gateway"
+	"github.com/utcpd/utcpd/transports"
 	_ "github.com/utcpd/utcpd/transports/all" // the mcp transport, among others
 	"github.com/utcpd/utcpd/transports/transporttest"
 )
@@ -131,7 +132,7 @@ type stack struct {
 
 func newStack(t testing.TB, server map[string]any) *stack {
 	t.Helper()
-	g, err := gateway.New(gateway.Options{})
+	g, err := gateway.New(gateway.Options{Transports: transports.Default})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -144,7 +144,7 @@ func Launch() (*Server, error) {
 	initdb.SysProcAttr = &syscall.SysProcAttr{Credential: s.cred}
 	if out, err := initdb.CombinedOutput(); err != nil {
 		_ = os.RemoveAll(dir)
-		return nil, fmt.Errorf("pgtest: initdb: %v\n%s", err, out)
+		return nil, fmt.Errorf("pgtest: initdb: %w\n%s", err, out)
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/utcpd/utcpd/gateway"
 	"github.com/utcpd/utcpd/registry"
 	"github.com/utcpd/utcpd/store/postgres"
+	"github.com/utcpd/utcpd/transports"
 	_ "github.com/utcpd/utcpd/transports/http" // the http transport the demo manual uses
 	"github.com/utcpd/utcpd/transports/transporttest/fixture"
 )
@@ -42,7 +43,7 @@ func replica(t testing.TB, dsn string) (*gateway.Gateway, *postgres.Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, err := gateway.New(gateway.Options{Store: st})
+	g, err := gateway.New(gateway.Options{Transports: transports.Default, Store: st})
 	if err != nil {
 		t.Fatal(err)
 	}

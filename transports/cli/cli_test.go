@@ -585,7 +585,7 @@ func TestUnknownFixtureToolIsToolError(t *testing.T) {
 	if !errors.As(err, &te) || te.Status != clifixture.ExitUnknownTool {
 		t.Fatalf("err = %v, want ToolError with status %d", err, clifixture.ExitUnknownTool)
 	}
-	if errors.Is(err, transports.ErrToolNotFound) {
+	if errors.Is(err, &utcp.Error{Code: utcp.CodeToolNotFound}) {
 		t.Errorf("an exit status was mapped to tool_not_found")
 	}
 }

@@ -174,7 +174,7 @@ func checkMetadata(k, v string) error {
 	}
 	if strings.HasSuffix(key, "-bin") {
 		if _, err := decodeBin(v); err != nil {
-			return fmt.Errorf("key %q: a -bin value must be base64: %v", k, err)
+			return fmt.Errorf("key %q: a -bin value must be base64: %w", k, err)
 		}
 		return nil
 	}

@@ -99,7 +99,7 @@ func (t *Template) Validate() error {
 	if !strings.Contains(t.URL, "$") {
 		u, err := url.Parse(placeholder.ReplaceAllString(t.URL, "x"))
 		if err != nil {
-			return fmt.Errorf("field url: %v", err)
+			return fmt.Errorf("field url: %w", err)
 		}
 		if s := strings.ToLower(u.Scheme); (s != "http" && s != "https") || u.Host == "" {
 			return fmt.Errorf("field url: %q is not an absolute http(s) URL", t.URL)
@@ -135,7 +135,7 @@ func (t *Template) Validate() error {
 		return errors.New("field timeout must not be negative")
 	}
 	if err := transports.ValidateAuth(t.AuthTools); err != nil {
-		return fmt.Errorf("field auth_tools: %v", err)
+		return fmt.Errorf("field auth_tools: %w", err)
 	}
 	return nil
 }

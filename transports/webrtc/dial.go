@@ -408,7 +408,7 @@ func (t *Transport) signalWebSocket(ctx context.Context, p *peer, spec *Template
 				answered = true
 				for _, c := range early {
 					if err := p.pc.AddICECandidate(c); err != nil {
-						t.log.Warn("webrtc: remote candidate ignored", "peer_id", p.peerID, "candidate", c.Candidate, "error", err)
+						t.log.Warn("webrtc: remote candidate ignored", "peer_id", p.peerID, "candidate", c.Candidate, "err", err)
 					}
 				}
 				early = nil
@@ -423,7 +423,7 @@ func (t *Transport) signalWebSocket(ctx context.Context, p *peer, spec *Template
 					continue
 				}
 				if err := p.pc.AddICECandidate(*s.Candidate); err != nil {
-					t.log.Warn("webrtc: remote candidate ignored", "peer_id", p.peerID, "candidate", s.Candidate.Candidate, "error", err)
+					t.log.Warn("webrtc: remote candidate ignored", "peer_id", p.peerID, "candidate", s.Candidate.Candidate, "err", err)
 				}
 			case SignalError:
 				failed <- signalErr(p, "the offer was refused: %s", signalError(s.Error))

@@ -233,7 +233,7 @@ func (r *Reassembler) add(data []byte) (msg []byte, id string, err error) {
 	piece, err := base64.StdEncoding.DecodeString(*c.Data)
 	if err != nil {
 		r.Drop(id)
-		return nil, id, fmt.Errorf("%w: chunk %d of message %q: data is not base64: %v", ErrChunk, *c.Seq, id, err)
+		return nil, id, fmt.Errorf("%w: chunk %d of message %q: data is not base64: %w", ErrChunk, *c.Seq, id, err)
 	}
 	p := r.parts[id]
 	if p == nil {

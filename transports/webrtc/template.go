@@ -164,7 +164,7 @@ func (t *Template) Validate() error {
 func (t *Template) signalingURL() (*url.URL, error) {
 	u, err := url.Parse(t.SignalingServer)
 	if err != nil {
-		return nil, fmt.Errorf("field signaling_server: %v", err)
+		return nil, fmt.Errorf("field signaling_server: %w", err)
 	}
 	switch strings.ToLower(u.Scheme) {
 	case "http", "https", "ws", "wss":

@@ -574,7 +574,7 @@ func (p *peer) closer() {
 	defer p.t.wg.Done()
 	<-p.closing
 	if err := p.pc.GracefulClose(); err != nil {
-		p.t.log.Debug("webrtc: closing the peer connection", "peer_id", p.peerID, "error", err)
+		p.t.log.Debug("webrtc: closing the peer connection", "peer_id", p.peerID, "err", err)
 	}
 	p.t.mu.Lock()
 	delete(p.t.peers, p)
@@ -616,7 +616,7 @@ type wireMsg struct {
 func (p *peer) onMessage(dm webrtc.DataChannelMessage) {
 	data, id, err := p.reasm.Add(dm.Data)
 	if err != nil {
-		p.t.log.Warn("webrtc: unusable chunk dropped", "peer_id", p.peerID, "id", id, "error", err)
+		p.t.log.Warn("webrtc: unusable chunk dropped", "peer_id", p.peerID, "id", id, "err", err)
 		var fail error = &utcp.TransportError{Err: fmt.Errorf("webrtc peer %q: %w", p.peerID, err)}
 		if errors.Is(err, ErrChunkTooLarge) {
 			fail = utcp.Errorf(utcp.CodePayloadTooLarge, "webrtc peer %q: a message is larger than %d bytes: %w", p.peerID, p.t.cfg.MaxMessageBytes, transports.ErrTooLarge).
@@ -639,7 +639,7 @@ func (p *peer) onMessage(dm webrtc.DataChannelMessage) {
 	}
 	m, err := parseMessage(data)
 	if err != nil {
-		p.t.log.Warn("webrtc: message ignored", "peer_id", p.peerID, "error", err, "message", excerpt(data))
+		p.t.log.Warn("webrtc: message ignored", "peer_id", p.peerID, "err", err, "message", excerpt(data))
 		return
 	}
 	p.mu.Lock()

@@ -906,7 +906,7 @@ func (c *conn) deliver(p *pending, f *inFrame) {
 func (c *conn) routeEnvelope(mt int, data []byte) error {
 	f, err := parseEnvelope(mt, data)
 	if err != nil {
-		return &utcp.TransportError{Err: fmt.Errorf("websocket %s: %v; the server does not speak the utcpd envelope (use a message template for other protocols): %s", c.url, err, excerpt(data, mt))}
+		return &utcp.TransportError{Err: fmt.Errorf("websocket %s: %w; the server does not speak the utcpd envelope (use a message template for other protocols): %s", c.url, err, excerpt(data, mt))}
 	}
 	c.mu.Lock()
 	p := c.calls[f.id]

@@ -196,7 +196,7 @@ func decodeArgs(raw json.RawMessage) (map[string]any, error) {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
 	if err := dec.Decode(&args); err != nil {
-		return nil, fmt.Errorf("arguments are not a JSON object: %v", err)
+		return nil, fmt.Errorf("arguments are not a JSON object: %w", err)
 	}
 	return args, nil
 }

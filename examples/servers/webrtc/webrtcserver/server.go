@@ -488,7 +488,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 			continue
 		}
 		if err := sess.pc.AddICECandidate(*c.Candidate); err != nil {
-			s.log.Debug("webrtcserver: candidate ignored", "error", err)
+			s.log.Debug("webrtcserver: candidate ignored", "err", err)
 		}
 	}
 }
@@ -505,7 +505,7 @@ type inbound struct {
 func (sess *session) onMessage(dm pion.DataChannelMessage) {
 	data, _, err := sess.reasm.Add(dm.Data)
 	if err != nil {
-		sess.s.log.Warn("webrtcserver: chunk dropped", "error", err)
+		sess.s.log.Warn("webrtcserver: chunk dropped", "err", err)
 		return
 	}
 	if data == nil {
