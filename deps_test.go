@@ -12,7 +12,9 @@ const mod = "github.com/utcpd/utcpd"
 // utcp ← manuals ← registry ← gateway ← api ← cmd/utcpd; a transport imports
 // only transports, its helper packages, utcp, manuals and internal/netguard
 // (the dial-time address check); a guard imports
-// only guard and utcp; nothing imports cmd/.
+// only guard and utcp; transports/cli and guard/holguard share the bash
+// lexer internal/shellword, which imports nothing of the module; nothing
+// imports cmd/.
 func TestDependencyDirection(t *testing.T) {
 	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}}{{range .Imports}} {{.}}{{end}}`, "./...").Output()
 	if err != nil {
@@ -48,10 +50,17 @@ func forbidden(pkg, dep string) string {
 		return "manuals imports only utcp"
 	case under(pkg, "/registry") && !(dep == "/utcp" || dep == "/manuals" || under(dep, "/registry")):
 		return "registry imports only utcp and manuals"
+	case dep == "/internal/shellword" && !(pkg == "/transports/cli" || pkg == "/guard/holguard"):
+		return "only transports/cli and guard/holguard use the bash lexer internal/shellword"
+	case pkg == "/internal/shellword":
+		return "shellword imports nothing of the module"
+	case pkg == "/guard/holguard" && dep == "/internal/shellword":
+		return ""
 	case under(pkg, "/guard") && !(dep == "/utcp" || under(dep, "/guard")):
 		return "a guard imports only guard and utcp"
 	case under(pkg, "/transports") && !under(pkg, "/transports/all") && !under(pkg, "/transports/transporttest"):
-		if dep == "/utcp" || dep == "/manuals" || dep == "/transports" || dep == "/internal/netguard" {
+		if dep == "/utcp" || dep == "/manuals" || dep == "/transports" || dep == "/internal/netguard" ||
+			pkg == "/transports/cli" && dep == "/internal/shellword" {
 			return ""
 		}
 		return "a transport imports only transports, utcp, manuals and internal/netguard"
