@@ -32,8 +32,11 @@ var allowed = []struct {
 	{"transports/all", []string{"transports/*"}},
 	{"transports/transporttest", []string{"transports", "transports/transporttest/fixture", "utcp"}},
 	{"transports/transporttest/fixture", []string{"utcp"}},
+	// cli shares the bash lexer with holguard.
+	{"transports/cli", []string{"transports", "utcp", "manuals", "internal/netguard", "internal/shellword"}},
 	{"transports/*", []string{"transports", "utcp", "manuals", "internal/netguard"}},
 
+	{"guard/holguard", []string{"guard/...", "utcp", "internal/shellword"}},
 	{"guard/...", []string{"guard/...", "utcp"}},
 	{"gateway/...", []string{"gateway/...", "guard", "guard/review", "registry", "manuals", "transports", "utcp", "internal/netguard"}},
 	{"api/...", []string{"api/...", "gateway/...", "guard/review", "registry", "transports", "utcp"}},
@@ -45,6 +48,7 @@ var allowed = []struct {
 	{"proto/...", nil},
 
 	{"internal/netguard", []string{"utcp"}},
+	{"internal/shellword", nil},
 	{"internal/pgtest", []string{"utcp"}},
 	{"internal/e2e", nil},
 	{"internal/loadgen", nil},

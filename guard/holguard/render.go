@@ -4,8 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"regexp"
 	"strings"
+
+	"github.com/utcpd/utcpd/internal/shellword"
 )
 
 // The command line of a cli tool, as HOL Guard sees it.
@@ -18,11 +19,6 @@ import (
 // the argument's text: 'value' unquoted, with the quotes escaped inside
 // '...', $'...' and "...". It is for inspection only; nothing here runs
 // it.
-
-// placeholderRE matches one placeholder, as the cli transport does.
-var placeholderRE = regexp.MustCompile(`^UTCP_ARG_([A-Za-z0-9_.\-]+?)_UTCP_END`)
-
-const placeholderPrefix = "UTCP_ARG_"
 
 // cliTemplate is the part of a cli call template the guard reads. It is
 // decoded leniently: the gateway has already validated the template.
@@ -68,198 +64,51 @@ func renderCLI(raw json.RawMessage, args map[string]any) (string, error) {
 	return strings.Join(out, "\n"), nil
 }
 
-// Quoting contexts of the small bash lexer in renderCommand.
-type qctx uint8
-
-const (
-	qBare     qctx = iota // unquoted, top level
-	qSingle               // '...'
-	qDouble               // "..." and $"..."
-	qANSI                 // $'...'
-	qSubst                // $(...), <(...), >(...): unquoted again
-	qBacktick             // `...`: unquoted again
-	qParam                // ${...}
-)
-
-type qframe struct {
-	ctx   qctx
-	depth int  // nested ( in qSubst, { in qParam
-	dq    bool // a qParam opened inside double quotes
-}
-
 // renderCommand replaces the placeholders of one command with the
-// argument values, quoted for their context. Like the cli transport, it
-// leaves alone placeholders escaped with a backslash or inside a comment.
-// A placeholder naming a missing argument is an error, as it is for the
+// argument values, quoted for their context, which it learns from the
+// lexer the cli transport uses. Like the cli transport, it leaves alone
+// placeholders escaped with a backslash or inside a comment. A
+// placeholder naming a missing argument is an error, as it is for the
 // transport.
 func renderCommand(cmd string, args map[string]any) (string, error) {
 	var out strings.Builder
-	stack := []qframe{{ctx: qBare}}
-	top := func() *qframe { return &stack[len(stack)-1] }
-	push := func(c qctx) {
-		f := qframe{ctx: c}
-		if c == qParam {
-			p := top()
-			f.dq = p.ctx == qDouble || p.ctx == qParam && p.dq
+	lx := shellword.NewLexer(cmd)
+	for {
+		t, ok := lx.Next()
+		if !ok {
+			return out.String(), nil
 		}
-		stack = append(stack, f)
+		if t.Kind != shellword.Placeholder {
+			out.WriteString(cmd[t.Start:t.End])
+			continue
+		}
+		v, ok := args[t.Name]
+		if !ok {
+			return "", fmt.Errorf("missing argument %q: the command refers to it as UTCP_ARG_%s_UTCP_END", t.Name, t.Name)
+		}
+		s, err := argText(v)
+		if err != nil {
+			return "", fmt.Errorf("argument %q: %w", t.Name, err)
+		}
+		out.WriteString(quoteIn(lx.Stack(), s))
 	}
-	pop := func() {
-		if len(stack) > 1 {
-			stack = stack[:len(stack)-1]
-		}
-	}
-	at := func(i int, s string) bool { return strings.HasPrefix(cmd[i:], s) }
-	// copyEscaped copies a backslash and what it escapes: one byte, or a
-	// whole placeholder, which then stays unreplaced.
-	copyEscaped := func(i int) int {
-		if i+1 >= len(cmd) {
-			out.WriteByte('\\')
-			return i + 1
-		}
-		if m := placeholderRE.FindStringIndex(cmd[i+1:]); m != nil {
-			out.WriteString(cmd[i : i+1+m[1]])
-			return i + 1 + m[1]
-		}
-		out.WriteString(cmd[i : i+2])
-		return i + 2
-	}
-	wordStart := func(i int) bool { return i == 0 || strings.IndexByte(" \t\n;&|()<>", cmd[i-1]) >= 0 }
-
-	for i := 0; i < len(cmd); {
-		f := top()
-		if at(i, placeholderPrefix) {
-			if m := placeholderRE.FindStringSubmatchIndex(cmd[i:]); m != nil {
-				name := cmd[i+m[2] : i+m[3]]
-				v, ok := args[name]
-				if !ok {
-					return "", fmt.Errorf("missing argument %q: the command refers to it as UTCP_ARG_%s_UTCP_END", name, name)
-				}
-				s, err := argText(v)
-				if err != nil {
-					return "", fmt.Errorf("argument %q: %w", name, err)
-				}
-				out.WriteString(quoteIn(stack, s))
-				i += m[1]
-				continue
-			}
-		}
-		c := cmd[i]
-		switch f.ctx {
-		case qSingle:
-			if c == '\'' {
-				pop()
-			}
-			out.WriteByte(c)
-			i++
-			continue
-		case qANSI:
-			if c == '\\' {
-				i = copyEscaped(i)
-				continue
-			}
-			if c == '\'' {
-				pop()
-			}
-			out.WriteByte(c)
-			i++
-			continue
-		}
-		// The end of the current frame.
-		if f.ctx == qDouble && c == '"' || f.ctx == qBacktick && c == '`' ||
-			f.ctx == qSubst && c == ')' && f.depth == 0 || f.ctx == qParam && c == '}' && f.depth == 0 {
-			pop()
-			out.WriteByte(c)
-			i++
-			continue
-		}
-		if c == '\\' {
-			i = copyEscaped(i)
-			continue
-		}
-		// Expansions, unquoted and inside double quotes.
-		switch {
-		case at(i, "$("):
-			push(qSubst)
-			out.WriteString("$(")
-			i += 2
-			continue
-		case at(i, "${"):
-			push(qParam)
-			out.WriteString("${")
-			i += 2
-			continue
-		case c == '`':
-			push(qBacktick)
-			out.WriteByte(c)
-			i++
-			continue
-		}
-		if f.ctx == qDouble || f.dq && c == '\'' {
-			out.WriteByte(c)
-			i++
-			continue
-		}
-		// Unquoted.
-		switch {
-		case c == '\'':
-			push(qSingle)
-		case c == '"':
-			push(qDouble)
-		case at(i, "$'"):
-			push(qANSI)
-			out.WriteString("$'")
-			i += 2
-			continue
-		case at(i, `$"`):
-			push(qDouble)
-			out.WriteString(`$"`)
-			i += 2
-			continue
-		case at(i, "<(") || at(i, ">("):
-			push(qSubst)
-			out.WriteString(cmd[i : i+2])
-			i += 2
-			continue
-		case c == '#' && f.ctx != qParam && wordStart(i):
-			// A comment, to the end of the line, copied as it is.
-			end := strings.IndexByte(cmd[i:], '\n')
-			if end < 0 {
-				end = len(cmd) - i
-			}
-			out.WriteString(cmd[i : i+end])
-			i += end
-			continue
-		case c == '(' && f.ctx == qSubst:
-			f.depth++
-		case c == ')' && f.ctx == qSubst:
-			f.depth--
-		case c == '{' && f.ctx == qParam:
-			f.depth++
-		case c == '}' && f.ctx == qParam:
-			f.depth--
-		}
-		out.WriteByte(c)
-		i++
-	}
-	return out.String(), nil
 }
 
 // quoteIn writes s so that, in the quoting context at the top of stack,
 // a shell reads it as exactly s.
-func quoteIn(stack []qframe, s string) string {
+func quoteIn(stack []shellword.Frame, s string) string {
 	var q string
 	switch f := stack[len(stack)-1]; {
-	case f.ctx == qSingle:
+	case f.Kind == shellword.SingleQuoted:
 		// Close the quote, add an escaped quote, reopen.
 		q = strings.ReplaceAll(s, "'", `'\''`)
-	case f.ctx == qANSI:
+	case f.Kind == shellword.ANSIQuoted:
 		q = strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(s)
-	case f.ctx == qParam && f.dq:
+	case f.Kind == shellword.ParamExp && f.InDouble:
 		// Inside "${x:-...}" bash still pairs single quotes, so the value
 		// goes in a nested double-quoted string, where they are plain.
 		q = `"` + dqEscape(s) + `"`
-	case f.ctx == qDouble:
+	case f.Kind == shellword.DoubleQuoted:
 		q = dqEscape(s)
 	default:
 		q = shellQuote(s)
@@ -267,7 +116,7 @@ func quoteIn(stack []qframe, s string) string {
 	// Inside `...` the shell first removes one level of backslashes
 	// before \ and ` (and would end the substitution at a bare `).
 	for _, f := range stack {
-		if f.ctx == qBacktick {
+		if f.Kind == shellword.Backquoted {
 			q = strings.NewReplacer(`\`, `\\`, "`", "\\`").Replace(q)
 		}
 	}

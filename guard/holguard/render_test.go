@@ -44,6 +44,8 @@ func TestRenderCommand(t *testing.T) {
 		{"previous output", `echo $CMD_0_OUTPUT UTCP_ARG_n_UTCP_END`, `echo $CMD_0_OUTPUT '3'`},
 		{"not a placeholder", `echo UTCP_ARG__UTCP_END UTCP_ARG_x`, `echo UTCP_ARG__UTCP_END UTCP_ARG_x`},
 		{"dollar single in double", `echo "$'UTCP_ARG_p_UTCP_END'"`, `echo "$'a b'c'"`},
+		// As for the cli transport, $UTCP_ARG_… is a variable, not a placeholder.
+		{"variable named like a placeholder", `echo $UTCP_ARG_missing_UTCP_END "$UTCP_ARG_missing_UTCP_END"`, `echo $UTCP_ARG_missing_UTCP_END "$UTCP_ARG_missing_UTCP_END"`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

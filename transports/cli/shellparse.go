@@ -3,8 +3,9 @@ package cli
 import (
 	"fmt"
 	"path"
-	"regexp"
 	"strings"
+
+	"github.com/utcpd/utcpd/internal/shellword"
 )
 
 // This file holds the bash lexer and parser behind rewrite. It reads a
@@ -73,15 +74,15 @@ func (u *use) allowed() bool {
 	return u.kind == useArg || u.kind == useAssign || u.kind == useRedirect || u.kind == useWord
 }
 
-// quoting is the quote context of a placeholder, which selects the
-// reference written for it.
-type quoting int
+// The quote context of a placeholder, which selects the reference
+// written for it, is the lexer's quoting.
+type quoting = shellword.Quoting
 
 const (
-	qBare   quoting = iota // unquoted
-	qDouble                // inside "..." (or a ${...} inside "...")
-	qSingle                // inside '...'
-	qANSI                  // inside $'...'
+	qBare   = shellword.Unquoted // unquoted
+	qDouble = shellword.Double   // inside "..." (or a ${...} inside "...")
+	qSingle = shellword.Single   // inside '...'
+	qANSI   = shellword.ANSI     // inside $'...'
 )
 
 type parser struct {
@@ -118,9 +119,7 @@ type word struct {
 func (p *parser) at(s string) bool { return strings.HasPrefix(p.src[p.i:], s) }
 
 // placeholderAt reports whether a placeholder starts at offset j.
-func (p *parser) placeholderAt(j int) bool {
-	return strings.HasPrefix(p.src[j:], placeholderPrefix) && placeholderRE.MatchString(p.src[j:])
-}
+func (p *parser) placeholderAt(j int) bool { return shellword.IsPlaceholderAt(p.src, j) }
 
 func (p *parser) copyN(n int) {
 	if p.i+n > len(p.src) {
@@ -133,14 +132,10 @@ func (p *parser) copyN(n int) {
 // placeholder replaces the placeholder at p.i, if there is one, by a
 // reference for quote context q, and records its use.
 func (p *parser) placeholder(w *word, q quoting) bool {
-	if !p.at(placeholderPrefix) {
+	name, end, ok := shellword.PlaceholderAt(p.src, p.i)
+	if !ok {
 		return false
 	}
-	m := placeholderRE.FindStringSubmatchIndex(p.src[p.i:])
-	if m == nil {
-		return false
-	}
-	name := p.src[p.i+m[2] : p.i+m[3]]
 	p.res.names = append(p.res.names, name)
 	v := p.ref(name)
 	switch q {
@@ -153,7 +148,7 @@ func (p *parser) placeholder(w *word, q quoting) bool {
 	default:
 		p.out.WriteString(`"$` + v + `"`)
 	}
-	p.i += m[1]
+	p.i = end
 	u := use{name: name, depth: p.depth}
 	if w != nil {
 		u.lead = !w.litSeen
@@ -169,20 +164,14 @@ func (p *parser) placeholder(w *word, q quoting) bool {
 	return true
 }
 
-// escaped copies the backslash at p.i and what it escapes; a placeholder
-// right after the backslash is copied whole and not replaced.
-func (p *parser) escaped(w *word, count bool) {
-	if p.i+1 >= len(p.src) {
-		p.copyN(1)
+// escaped copies the escape t (an Escape or LineContinuation token at
+// p.i): the backslash and what it escapes; a placeholder right after the
+// backslash is copied whole and not replaced.
+func (p *parser) escaped(w *word, count bool, t shellword.Token) {
+	n := t.End - t.Start
+	if t.Kind == shellword.LineContinuation || n == 1 { // a lone \ at the end
+		p.copyN(n)
 		return
-	}
-	if p.src[p.i+1] == '\n' { // line continuation
-		p.copyN(2)
-		return
-	}
-	n := 2
-	if m := placeholderRE.FindStringIndex(p.src[p.i+1:]); m != nil {
-		n = 1 + m[1]
 	}
 	if w != nil {
 		w.quoted = true
@@ -230,26 +219,19 @@ func (p *parser) unit(w *word, q quoting, count bool) bool {
 	if p.i >= len(p.src) {
 		return false
 	}
-	if p.placeholder(w, q) {
+	t := shellword.Next(p.src, p.i, q)
+	switch t.Kind {
+	case shellword.Placeholder:
+		return p.placeholder(w, q)
+	case shellword.Escape, shellword.LineContinuation:
+		p.escaped(w, count, t)
 		return true
-	}
-	c := p.src[p.i]
-	switch {
-	case c == '\\':
-		if q == qDouble && (p.i+1 >= len(p.src) || strings.IndexByte("$`\"\\\n", p.src[p.i+1]) < 0) {
-			// Inside double quotes, a backslash before other characters
-			// is an ordinary character.
-			p.literal(w, count)
-			return true
-		}
-		p.escaped(w, count)
-		return true
-	case p.at("$(("):
+	case shellword.OpenArith:
 		p.copyN(3)
 		p.arith("))", "an arithmetic expansion $((…))", q)
 		expansionDone(w, q)
 		return true
-	case p.at("$("):
+	case shellword.OpenSubst, shellword.OpenProcSubst:
 		p.copyN(2)
 		p.depth++
 		p.list(')')
@@ -257,28 +239,20 @@ func (p *parser) unit(w *word, q quoting, count bool) bool {
 		p.copyN(1)
 		expansionDone(w, q)
 		return true
-	case p.at("$["):
+	case shellword.OpenArithBracket:
 		p.copyN(2)
 		p.arith("]", "an arithmetic expansion $[…]", q)
 		expansionDone(w, q)
 		return true
-	case p.at("${"):
+	case shellword.OpenParam:
 		p.param(w, q)
 		expansionDone(w, q)
 		return true
-	case c == '$' && p.i+1 < len(p.src) && (isNameByte(p.src[p.i+1]) || strings.IndexByte("@*#?-$!", p.src[p.i+1]) >= 0):
-		n := 2
-		if isNameStart(p.src[p.i+1]) {
-			// A placeholder ends the name: $xUTCP_ARG_v_UTCP_END is $x
-			// followed by the argument, as with textual substitution.
-			for p.i+n < len(p.src) && isNameByte(p.src[p.i+n]) && !p.placeholderAt(p.i+n) {
-				n++
-			}
-		}
-		p.copyN(n)
+	case shellword.Var:
+		p.copyN(t.End - t.Start)
 		expansionDone(w, q)
 		return true
-	case c == '`':
+	case shellword.Backquote:
 		if p.backtick > 0 {
 			return false // the end of the enclosing `...`
 		}
@@ -291,44 +265,27 @@ func (p *parser) unit(w *word, q quoting, count bool) bool {
 		p.copyN(1)
 		expansionDone(w, q)
 		return true
-	case c == '"':
+	case shellword.OpenDouble:
 		if w != nil {
 			w.quoted = true
 		}
-		p.copyN(1)
+		p.copyN(t.End - t.Start) // " or $"
 		p.double(w, count)
 		return true
-	case q == qDouble:
-		return false
-	case c == '\'':
+	case shellword.OpenSingle:
 		if w != nil {
 			w.quoted = true
 		}
 		p.copyN(1)
 		p.single(w, count)
 		return true
-	case p.at("$'"):
+	case shellword.OpenANSI:
 		if w != nil {
 			w.quoted = true
 			w.literal = false // escapes are not decoded into lit
 		}
 		p.copyN(2)
 		p.ansi(w, count)
-		return true
-	case p.at(`$"`):
-		if w != nil {
-			w.quoted = true
-		}
-		p.copyN(2)
-		p.double(w, count)
-		return true
-	case (c == '<' || c == '>') && p.i+1 < len(p.src) && p.src[p.i+1] == '(':
-		p.copyN(2)
-		p.depth++
-		p.list(')')
-		p.depth--
-		p.copyN(1)
-		expansionDone(w, q)
 		return true
 	}
 	return false
@@ -352,34 +309,25 @@ func (p *parser) double(w *word, count bool) {
 }
 
 // single reads the rest of a '...' string.
-func (p *parser) single(w *word, count bool) {
-	for p.i < len(p.src) {
-		if p.placeholder(w, qSingle) {
-			continue
-		}
-		if p.src[p.i] == '\'' {
-			p.copyN(1)
-			return
-		}
-		p.literal(w, count)
-	}
-}
+func (p *parser) single(w *word, count bool) { p.quoted(w, count, qSingle) }
 
 // ansi reads the rest of a $'...' string.
-func (p *parser) ansi(w *word, count bool) {
+func (p *parser) ansi(w *word, count bool) { p.quoted(w, count, qANSI) }
+
+// quoted reads the rest of a '...' (q qSingle) or $'...' (q qANSI) string.
+func (p *parser) quoted(w *word, count bool, q quoting) {
 	for p.i < len(p.src) {
-		if p.placeholder(w, qANSI) {
-			continue
-		}
-		switch p.src[p.i] {
-		case '\'':
+		switch t := shellword.Next(p.src, p.i, q); t.Kind {
+		case shellword.Placeholder:
+			p.placeholder(w, q)
+		case shellword.CloseQuote:
 			p.copyN(1)
 			return
-		case '\\':
-			p.escaped(w, count)
-			continue
+		case shellword.Escape, shellword.LineContinuation:
+			p.escaped(w, count, t)
+		default:
+			p.literal(w, count)
 		}
-		p.literal(w, count)
 	}
 }
 
@@ -430,13 +378,13 @@ func (p *parser) param(w *word, q quoting) {
 	// The parameter.
 	name := ""
 	switch {
-	case p.at(placeholderPrefix) && placeholderRE.MatchString(p.src[p.i:]):
+	case p.placeholderAt(p.i):
 		p.refuse = append(p.refuse, "a parameter name ${…}")
 		p.placeholder(nil, q)
 		p.refuse = p.refuse[:len(p.refuse)-1]
-	case p.i < len(p.src) && isNameByte(p.src[p.i]):
+	case p.i < len(p.src) && shellword.IsNameByte(p.src[p.i]):
 		j := p.i
-		for j < len(p.src) && isNameByte(p.src[j]) && !p.placeholderAt(j) {
+		for j < len(p.src) && shellword.IsNameByte(p.src[j]) && !p.placeholderAt(j) {
 			j++
 		}
 		name = p.src[p.i:j]
@@ -522,7 +470,7 @@ func (p *parser) isWordEnd() bool {
 	if (c == '<' || c == '>') && p.i+1 < len(p.src) && p.src[p.i+1] == '(' {
 		return false
 	}
-	return strings.IndexByte(" \t\n;&|()<>", c) >= 0
+	return shellword.IsMeta(c)
 }
 
 // word reads one word. assignPos says the word may be an assignment
@@ -534,9 +482,9 @@ func (p *parser) word(assignPos bool) *word {
 	if p.i < len(p.src) {
 		w.first = p.src[p.i]
 	}
-	if assignPos && p.i < len(p.src) && isNameStart(p.src[p.i]) && !p.placeholderAt(p.i) {
+	if assignPos && p.i < len(p.src) && shellword.IsNameStart(p.src[p.i]) && !p.placeholderAt(p.i) {
 		j := p.i
-		for j < len(p.src) && isNameByte(p.src[j]) && !p.placeholderAt(j) {
+		for j < len(p.src) && shellword.IsNameByte(p.src[j]) && !p.placeholderAt(j) {
 			j++
 		}
 		name := p.src[p.i:j]
@@ -678,17 +626,14 @@ func (p *parser) readHeredocs() {
 				p.copyN(end + 1)
 				break
 			}
-			for _, m := range placeholderAnyRE.FindAllStringSubmatch(line, -1) {
-				p.res.names = append(p.res.names, m[1])
-				p.res.uses = append(p.res.uses, use{name: m[1], kind: useRefused, why: "a here-document", depth: p.depth})
+			for _, name := range shellword.FindPlaceholders(line) {
+				p.res.names = append(p.res.names, name)
+				p.res.uses = append(p.res.uses, use{name: name, kind: useRefused, why: "a here-document", depth: p.depth})
 			}
 			p.copyN(end + 1)
 		}
 	}
 }
-
-// placeholderAnyRE is placeholderRE, unanchored.
-var placeholderAnyRE = regexp.MustCompile(placeholderRE.String()[1:])
 
 // Command kinds.
 const (
@@ -965,7 +910,7 @@ func (c *cmdState) end(attributed map[string]bool) {
 			case opts:
 				if w.assign != "" {
 					attributed[w.assign] = true
-				} else if w.literal && isShellName(w.lit.String()) {
+				} else if w.literal && shellword.IsName(w.lit.String()) {
 					attributed[w.lit.String()] = true
 				}
 				p.refuseWord(w, "an argument of "+c.name+" with options, which can make bash evaluate values as arithmetic or names", c.name)
@@ -1133,7 +1078,7 @@ func isIONumber(s string) bool {
 		return false
 	}
 	if s[0] == '{' && s[len(s)-1] == '}' {
-		return isShellName(s[1 : len(s)-1])
+		return shellword.IsName(s[1 : len(s)-1])
 	}
 	for i := 0; i < len(s); i++ {
 		if s[i] < '0' || s[i] > '9' {
@@ -1219,12 +1164,6 @@ func (p *parser) test() {
 		p.classify(w, useWord, "[[", false)
 	}
 }
-
-func isNameStart(c byte) bool {
-	return c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
-}
-
-func isNameByte(c byte) bool { return isNameStart(c) || c >= '0' && c <= '9' }
 
 // specialVars are variables that bash (or the dynamic loader, or bash
 // started as a child) reads as more than data: arithmetic (RANDOM,

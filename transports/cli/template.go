@@ -3,9 +3,9 @@ package cli
 import (
 	"encoding/json"
 	"fmt"
-	"regexp"
 	"strings"
 
+	"github.com/utcpd/utcpd/internal/shellword"
 	"github.com/utcpd/utcpd/transports"
 	"github.com/utcpd/utcpd/utcp"
 )
@@ -190,13 +190,6 @@ func parseTemplate(raw json.RawMessage) (utcp.CallTemplate, error) {
 	return tmpl, nil
 }
 
-// placeholderRE matches one argument placeholder. Names are restricted to
-// characters that cannot change the shell's quoting state, so a
-// placeholder never spans a quote.
-var placeholderRE = regexp.MustCompile(`^UTCP_ARG_([A-Za-z0-9_.\-]+?)_UTCP_END`)
-
-const placeholderPrefix = "UTCP_ARG_"
-
 // rewritten is the result of rewrite.
 type rewritten struct {
 	text  string
@@ -244,7 +237,7 @@ func (a *argVars) ref(name string) string {
 		return v
 	}
 	var v string
-	if isShellName(name) {
+	if shellword.IsName(name) {
 		v = "__UTCP_ARG_" + a.nonce + "_" + name
 	} else {
 		v = fmt.Sprintf("__UTCP_ARGX_%s_%d", a.nonce, len(a.vars))
@@ -252,16 +245,6 @@ func (a *argVars) ref(name string) string {
 	a.vars[name] = v
 	a.order = append(a.order, name)
 	return v
-}
-
-func isShellName(s string) bool {
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c != '_' && (c < '0' || c > '9') && (c < 'a' || c > 'z') && (c < 'A' || c > 'Z') {
-			return false
-		}
-	}
-	return s != ""
 }
 
 // script is a template's commands compiled into one bash script for one
