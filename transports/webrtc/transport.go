@@ -25,7 +25,7 @@ import (
 var Info = transports.Info{
 	Type:          Type,
 	ParseTemplate: ParseTemplate,
-	New:           transports.Constructor(New),
+	New:           transports.CountedConstructor(Type, New),
 	Template:      new(Template),
 }
 
@@ -33,7 +33,7 @@ func init() { transports.MustRegister(Info) }
 
 // Interface guards.
 var (
-	_ transports.Transport = (*Transport)(nil)
+	_ transports.Lifecycle = (*Transport)(nil)
 	_ transports.Streamer  = (*Transport)(nil)
 )
 
@@ -82,7 +82,6 @@ type Transport struct {
 	mu      sync.Mutex
 	closed  bool
 	slots   transports.Slots[*peer] // by connKey
-	manuals transports.ManualRefs   // by manual name
 	peers   map[*peer]struct{}      // every peer connection not yet torn down
 	wg      sync.WaitGroup          // peer connection goroutines
 }
@@ -123,7 +122,6 @@ func New(opts transports.Options) (*Transport, error) {
 		tokens:  opts.Tokens,
 		log:     log,
 		slots:   transports.Slots[*peer]{},
-		manuals: transports.ManualRefs{},
 		peers:   map[*peer]struct{}{},
 	}
 	if t.tokens == nil {
@@ -169,21 +167,17 @@ func (t *Transport) Close() error {
 	return nil
 }
 
-// DeregisterManual balances one RegisterManual of tmpl's manual. When none
-// is left, it closes the manual's peer connections, waiting until their
-// goroutines have ended (or ctx ends), and later calls of the manual fail
-// with manual_not_found until it is registered again. It is idempotent.
-func (t *Transport) DeregisterManual(ctx context.Context, tmpl *utcp.CallTemplate) error {
+// Release closes the manual's connections, waiting for their goroutines
+// (transports.Count calls it when the manual's last registration ends,
+// and after a discovery that failed while the manual held none, so that
+// no connection nobody registered stays open).
+func (t *Transport) Release(ctx context.Context, tmpl *utcp.CallTemplate) error {
 	if tmpl == nil {
 		return nil
 	}
 	name := tmpl.Name
 	t.mu.Lock()
 	if t.closed {
-		t.mu.Unlock()
-		return nil
-	}
-	if !t.manuals.Release(name) {
 		t.mu.Unlock()
 		return nil
 	}
@@ -201,9 +195,8 @@ func (t *Transport) DeregisterManual(ctx context.Context, tmpl *utcp.CallTemplat
 // the offer or answers something unusable, a tool_error answer, or no
 // answer within the template's timeout is discovery_failed; a connection
 // that does not open within connect_timeout is timeout; a URL refused by
-// transports.CheckURL is invalid_template. Success counts one
-// registration of the manual (see DeregisterManual) and keeps the peer
-// connection open for its calls.
+// transports.CheckURL is invalid_template. Success keeps the peer
+// connection open for the manual's calls until Release.
 func (t *Transport) RegisterManual(ctx context.Context, tmpl *utcp.CallTemplate) (*utcp.Manual, error) {
 	spec, auth, err := specOf(tmpl)
 	if err != nil {
@@ -215,18 +208,8 @@ func (t *Transport) RegisterManual(ctx context.Context, tmpl *utcp.CallTemplate)
 		t.mu.Unlock()
 		return nil, errClosed
 	}
-	if err == nil {
-		t.manuals.Hold(tmpl.Name)
-		t.mu.Unlock()
-		return m, nil
-	}
-	var victims []*transports.Slot[*peer]
-	if !t.manuals.Held(tmpl.Name) {
-		victims = t.slots.Take(tmpl.Name) // do not keep a connection nobody registered
-	}
 	t.mu.Unlock()
-	transports.CloseSlots(ctx, victims, errDone)
-	return nil, err
+	return m, err
 }
 
 func (t *Transport) discover(ctx context.Context, manual string, spec *Template, auth *utcp.Auth) (*utcp.Manual, error) {
@@ -241,7 +224,7 @@ func (t *Transport) discover(ctx context.Context, manual string, spec *Template,
 		}
 		return fail("%w", err)
 	}
-	p, err := t.acquire(ctx, manual, spec, auth, true)
+	p, err := t.acquire(ctx, manual, spec, auth)
 	if err != nil {
 		return nil, wrap(err)
 	}
@@ -348,7 +331,7 @@ func (t *Transport) start(ctx context.Context, call *utcp.Call) (*stream, error)
 		args = map[string]any{}
 	}
 	for attempt := 0; ; attempt++ {
-		p, err := t.acquire(ctx, call.Manual, spec, auth, false)
+		p, err := t.acquire(ctx, call.Manual, spec, auth)
 		if err != nil {
 			return nil, err
 		}
@@ -386,17 +369,12 @@ type toolCall struct {
 
 // acquire returns the manual's shared peer connection, connecting when
 // there is none (waiting out the backoff after failed attempts).
-// discovering lets RegisterManual reach a deregistered manual.
-func (t *Transport) acquire(ctx context.Context, manual string, spec *Template, auth *utcp.Auth, discovering bool) (*peer, error) {
+func (t *Transport) acquire(ctx context.Context, manual string, spec *Template, auth *utcp.Auth) (*peer, error) {
 	key := connKey(manual, spec, auth)
 	t.mu.Lock()
 	if t.closed {
 		t.mu.Unlock()
 		return nil, errClosed
-	}
-	if !discovering && t.manuals.Deregistered(manual) {
-		t.mu.Unlock()
-		return nil, errDeregistered(manual)
 	}
 	s := t.slots.Get(key, manual)
 	t.mu.Unlock()
