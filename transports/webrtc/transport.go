@@ -79,11 +79,11 @@ type Transport struct {
 	tokens transports.TokenSource
 	log    *slog.Logger
 
-	mu      sync.Mutex
-	closed  bool
-	slots   transports.Slots[*peer] // by connKey
-	peers   map[*peer]struct{}      // every peer connection not yet torn down
-	wg      sync.WaitGroup          // peer connection goroutines
+	mu     sync.Mutex
+	closed bool
+	slots  transports.Slots[*peer] // by connKey
+	peers  map[*peer]struct{}      // every peer connection not yet torn down
+	wg     sync.WaitGroup          // peer connection goroutines
 }
 
 // New returns a webrtc Transport configured by opts.Config (a Config,
@@ -116,13 +116,13 @@ func New(opts transports.Options) (*Transport, error) {
 		return nil, utcp.NewError(utcp.CodeInvalidConfig, "webrtc transport configuration: %v", err)
 	}
 	t := &Transport{
-		cfg:     cfg,
-		api:     api,
-		client:  transports.NewHTTPClient(transports.ClientOptions{}),
-		tokens:  opts.Tokens,
-		log:     log,
-		slots:   transports.Slots[*peer]{},
-		peers:   map[*peer]struct{}{},
+		cfg:    cfg,
+		api:    api,
+		client: transports.NewHTTPClient(transports.ClientOptions{}),
+		tokens: opts.Tokens,
+		log:    log,
+		slots:  transports.Slots[*peer]{},
+		peers:  map[*peer]struct{}{},
 	}
 	if t.tokens == nil {
 		t.tokens = transports.NewTokenCache(nil)

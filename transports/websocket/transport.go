@@ -142,11 +142,11 @@ type Transport struct {
 	pingEvery time.Duration
 	idleAfter time.Duration
 
-	mu      sync.Mutex
-	closed  bool
-	slots   transports.Slots[*conn] // by connKey
-	conns   map[*conn]struct{}      // every open connection
-	wg      sync.WaitGroup          // connection goroutines
+	mu     sync.Mutex
+	closed bool
+	slots  transports.Slots[*conn] // by connKey
+	conns  map[*conn]struct{}      // every open connection
+	wg     sync.WaitGroup          // connection goroutines
 }
 
 // New returns a websocket Transport configured by opts.Config (a Config,
