@@ -40,7 +40,7 @@ import (
 var Info = transports.Info{
 	Type:          Type,
 	ParseTemplate: ParseTemplate,
-	New:           transports.Constructor(New),
+	New:           transports.CountedConstructor(Type, New),
 	Template:      new(Template),
 }
 
@@ -48,7 +48,7 @@ func init() { transports.MustRegister(Info) }
 
 // Interface guards.
 var (
-	_ transports.Transport = (*Transport)(nil)
+	_ transports.Lifecycle = (*Transport)(nil)
 	_ transports.Streamer  = (*Transport)(nil)
 )
 
@@ -86,7 +86,6 @@ type Transport struct {
 
 // manualState is what one registered manual holds.
 type manualState struct {
-	refs  int
 	tools *toolSet
 	conns map[string]*ggrpc.ClientConn // by Template.connKey
 }
@@ -185,22 +184,17 @@ func (t *Transport) isClosed() bool {
 	return t.closed
 }
 
-// DeregisterManual undoes one RegisterManual of the manual; when none is
-// left it closes the manual's connections and forgets its descriptors, so
-// later calls fail with manual_not_found until it is registered again. It
-// is idempotent.
-func (t *Transport) DeregisterManual(_ context.Context, tmpl *utcp.CallTemplate) error {
+// Release closes the manual's connections and forgets its descriptors
+// (transports.Count calls it when the manual's last registration ends);
+// calls of the manual then fail with manual_not_found until it is
+// registered again.
+func (t *Transport) Release(_ context.Context, tmpl *utcp.CallTemplate) error {
 	if tmpl == nil {
 		return nil
 	}
 	t.mu.Lock()
 	st := t.manuals[tmpl.Name]
 	if st == nil {
-		t.mu.Unlock()
-		return nil
-	}
-	st.refs--
-	if st.refs > 0 {
 		t.mu.Unlock()
 		return nil
 	}
@@ -251,7 +245,6 @@ func (t *Transport) RegisterManual(ctx context.Context, tmpl *utcp.CallTemplate)
 		st = &manualState{conns: map[string]*ggrpc.ClientConn{}}
 		t.manuals[tmpl.Name] = st
 	}
-	st.refs++
 	st.tools = ts
 	return m, nil
 }
