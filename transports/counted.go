@@ -17,25 +17,45 @@ type Lifecycle interface {
 	// (sessions, connections, subprocesses). Count calls it once when the
 	// manual's last registration ends (the DeregisterManual balancing it),
 	// and after a RegisterManual that failed while the manual held no
-	// registration, to drop what the failed attempt left behind. It is
-	// never called after Close, and it must be harmless for a manual the
-	// transport holds nothing for. Calls in flight on the manual may fail.
+	// registration and none other was under way, to drop what the failed
+	// attempt left behind. It is never called after Close, and it must be
+	// harmless for a manual the transport holds nothing for. Calls in
+	// flight on the manual may fail.
 	Release(ctx context.Context, tmpl *utcp.CallTemplate) error
 	Close() error
 }
 
+// Keyer is implemented by a transport whose per-manual state belongs to
+// a whole template rather than to a manual name (mcp: a changed template
+// gets sessions of its own, and deregistering the old one ends the old
+// sessions while the new ones run on). Count then counts registrations
+// per RegistrationKey(tmpl) and calls Release once per key.
+type Keyer interface {
+	RegistrationKey(tmpl *utcp.CallTemplate) string
+}
+
 // Count wraps the transport t of call_template_type typ in the one
-// registration counter every transport shares, keyed by manual name
-// (tmpl.Name, call.Manual): RegisterManual counts a successful
-// registration, DeregisterManual balances one (with none left it does
-// nothing), and when the last one is balanced it calls t.Release once;
-// from then on CallTool (and CallToolStream) of the manual fail with
-// manual_not_found (wrapping ErrNotRegistered) until it is registered
-// again. Calls of manuals never registered pass through. The result
-// implements Streamer exactly when t does. DeregisterManual is idempotent
-// and, like Release, does nothing after Close.
+// registration counter every transport shares. It counts registrations
+// per key: the manual name (tmpl.Name), or t.RegistrationKey(tmpl) when t
+// is a Keyer. RegisterManual counts a successful registration and
+// DeregisterManual balances one (with none left it does nothing). When no
+// registration of a key is left and none is under way, t.Release is
+// called once: after the DeregisterManual that balanced the last one, or
+// after a RegisterManual that failed, so that what the failed attempt set
+// up goes too. From the DeregisterManual that leaves a manual name with
+// no registration, CallTool (and CallToolStream) of that manual
+// (call.Manual) fail with manual_not_found, wrapping ErrNotRegistered,
+// until it is registered again; calls of manuals never registered pass
+// through. The result implements Streamer exactly when t does.
+// DeregisterManual is idempotent and, like Release, does nothing after
+// Close.
 func Count(typ string, t Lifecycle) Transport {
-	c := &counted{typ: typ, t: t, manuals: map[string]*registrations{}}
+	c := &counted{typ: typ, t: t, keys: map[string]*registrations{}, names: map[string]int{}, released: map[string]bool{}}
+	if k, ok := t.(Keyer); ok {
+		c.key = k.RegistrationKey
+	} else {
+		c.key = func(tmpl *utcp.CallTemplate) string { return tmpl.Name }
+	}
 	if s, ok := t.(Streamer); ok {
 		return &countedStreamer{counted: c, s: s}
 	}
@@ -45,35 +65,44 @@ func Count(typ string, t Lifecycle) Transport {
 type counted struct {
 	typ string
 	t   Lifecycle
+	key func(*utcp.CallTemplate) string
 
-	mu      sync.Mutex
-	closed  bool
-	manuals map[string]*registrations // by manual name
+	mu       sync.Mutex
+	closed   bool
+	keys     map[string]*registrations // by key
+	names    map[string]int            // registrations by manual name
+	released map[string]bool           // manual names whose last registration ended
 }
 
 type registrations struct {
-	refs     int  // successful RegisterManual calls not yet balanced
-	released bool // the last one was balanced: calls fail until the next
+	refs    int // successful RegisterManual calls not yet balanced
+	pending int // RegisterManual calls under way
 }
 
 func (c *counted) RegisterManual(ctx context.Context, tmpl *utcp.CallTemplate) (*utcp.Manual, error) {
-	m, err := c.t.RegisterManual(ctx, tmpl)
 	if tmpl == nil {
-		return m, err
+		return c.t.RegisterManual(ctx, tmpl)
 	}
+	key := c.key(tmpl)
 	c.mu.Lock()
-	st := c.manuals[tmpl.Name]
+	st := c.keys[key]
+	if st == nil {
+		st = &registrations{}
+		c.keys[key] = st
+	}
+	st.pending++
+	c.mu.Unlock()
+	m, err := c.t.RegisterManual(ctx, tmpl)
+	c.mu.Lock()
+	st.pending--
 	if err == nil {
-		if st == nil {
-			st = &registrations{}
-			c.manuals[tmpl.Name] = st
-		}
 		st.refs++
-		st.released = false
+		c.names[tmpl.Name]++
+		delete(c.released, tmpl.Name)
 		c.mu.Unlock()
 		return m, nil
 	}
-	release := !c.closed && (st == nil || st.refs == 0)
+	release := c.idle(key, st)
 	c.mu.Unlock()
 	if release {
 		_ = c.t.Release(ctx, tmpl)
@@ -85,22 +114,37 @@ func (c *counted) DeregisterManual(ctx context.Context, tmpl *utcp.CallTemplate)
 	if tmpl == nil {
 		return nil
 	}
+	key := c.key(tmpl)
 	c.mu.Lock()
-	st := c.manuals[tmpl.Name]
+	st := c.keys[key]
 	if c.closed || st == nil || st.refs == 0 {
 		c.mu.Unlock()
 		return nil
 	}
 	st.refs--
-	if st.refs > 0 {
-		c.mu.Unlock()
-		return nil
+	if c.names[tmpl.Name]--; c.names[tmpl.Name] == 0 {
+		delete(c.names, tmpl.Name)
+		c.released[tmpl.Name] = true
 	}
-	st.released = true
+	release := c.idle(key, st)
 	c.mu.Unlock()
-	return c.t.Release(ctx, tmpl)
+	if release {
+		return c.t.Release(ctx, tmpl)
+	}
+	return nil
 }
 
+// idle reports whether key (whose registrations are st) has none left
+// and none under way, and then forgets it. Call it with c.mu held.
+func (c *counted) idle(key string, st *registrations) bool {
+	if c.closed || st.refs > 0 || st.pending > 0 {
+		return false
+	}
+	if c.keys[key] == st {
+		delete(c.keys, key)
+	}
+	return true
+}
 func (c *counted) CallTool(ctx context.Context, call *utcp.Call) (*utcp.Result, error) {
 	if err := c.check(call); err != nil {
 		return nil, err
@@ -121,8 +165,7 @@ func (c *counted) check(call *utcp.Call) error {
 		return nil
 	}
 	c.mu.Lock()
-	st := c.manuals[call.Manual]
-	gone := st != nil && st.released
+	gone := c.released[call.Manual]
 	c.mu.Unlock()
 	if gone {
 		return utcp.Errorf(utcp.CodeManualNotFound, "%s: manual %q was deregistered: %w", c.typ, call.Manual, ErrNotRegistered).WithDetail("manual", call.Manual)

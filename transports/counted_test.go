@@ -177,3 +177,94 @@ func TestCountStreamsOnlyWhenTheTransportDoes(t *testing.T) {
 		t.Fatalf("stream after the last deregistration: %v", err)
 	}
 }
+
+// keyedLifecycle keys registrations by the whole template.
+type keyedLifecycle struct{ lifecycle }
+
+func (*keyedLifecycle) RegistrationKey(tmpl *utcp.CallTemplate) string {
+	return tmpl.Name + "#" + string(tmpl.Raw)
+}
+
+func TestCountKeysByRegistrationKey(t *testing.T) {
+	ctx := t.Context()
+	l := &keyedLifecycle{}
+	tr := transports.Count("demo", l)
+	a := &utcp.CallTemplate{Name: "m", Type: "demo", Raw: []byte(`{"v":1}`)}
+	b := &utcp.CallTemplate{Name: "m", Type: "demo", Raw: []byte(`{"v":2}`)}
+	call := &utcp.Call{Manual: "m", Template: b}
+	for _, tmpl := range []*utcp.CallTemplate{a, b} {
+		if _, err := tr.RegisterManual(ctx, tmpl); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tr.DeregisterManual(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	if n := l.releases(); n != 1 {
+		t.Fatalf("the replaced template: %d releases, want 1", n)
+	}
+	if _, err := tr.CallTool(ctx, call); err != nil {
+		t.Fatalf("call while the new template is registered: %v", err)
+	}
+	if err := tr.DeregisterManual(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	if n := l.releases(); n != 2 {
+		t.Fatalf("%d releases, want 2", n)
+	}
+	if _, err := tr.CallTool(ctx, call); utcp.CodeOf(err) != utcp.CodeManualNotFound {
+		t.Fatalf("call after the last deregistration: %v", err)
+	}
+}
+
+// gatedLifecycle's RegisterManual waits for gate and then fails when
+// fail is set.
+type gatedLifecycle struct {
+	lifecycle
+	gate    chan struct{}
+	entered chan struct{}
+}
+
+func (g *gatedLifecycle) RegisterManual(ctx context.Context, tmpl *utcp.CallTemplate) (*utcp.Manual, error) {
+	if g.gate != nil {
+		g.entered <- struct{}{}
+		<-g.gate
+	}
+	return g.lifecycle.RegisterManual(ctx, tmpl)
+}
+
+func TestCountWaitsForRegistrationsUnderWay(t *testing.T) {
+	ctx := t.Context()
+	g := &gatedLifecycle{}
+	tr := transports.Count("demo", g)
+	m := &utcp.CallTemplate{Name: "m", Type: "demo"}
+	if _, err := tr.RegisterManual(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	g.gate, g.entered = make(chan struct{}), make(chan struct{})
+	g.mu.Lock()
+	g.fail = true
+	g.mu.Unlock()
+	done := make(chan error, 1)
+	go func() {
+		_, err := tr.RegisterManual(ctx, m)
+		done <- err
+	}()
+	<-g.entered
+	if err := tr.DeregisterManual(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	if n := g.releases(); n != 0 {
+		t.Fatalf("released while a registration was under way (%d)", n)
+	}
+	if _, err := tr.CallTool(ctx, &utcp.Call{Manual: "m", Template: m}); utcp.CodeOf(err) != utcp.CodeManualNotFound {
+		t.Fatalf("call after the last deregistration: %v", err)
+	}
+	close(g.gate)
+	if err := <-done; err == nil {
+		t.Fatal("the gated registration succeeded")
+	}
+	if n := g.releases(); n != 1 {
+		t.Fatalf("after the registration under way failed: %d releases, want 1", n)
+	}
+}
