@@ -135,8 +135,6 @@ var (
 	errClosed = utcp.NewError(utcp.CodeUnavailable, "webrtc: transport closed")
 	// errStreamClosed ends a stream its caller closed.
 	errStreamClosed = utcp.NewError(utcp.CodeCanceled, "webrtc: stream closed")
-	// errDone closes a peer connection opened by a discovery that failed.
-	errDone = &utcp.TransportError{Err: errors.New("webrtc: peer connection closed: no call needs it")}
 )
 
 func errDeregistered(manual string) error {
