@@ -127,7 +127,7 @@ type Gateway struct {
 	background sync.WaitGroup
 
 	mu         sync.Mutex
-	transports map[string]transports.Transport
+	transports map[string]transports.Counted
 	closed     bool
 	regLock    sync.Mutex // serialises name checks and registry updates
 	watch      watchers   // Subscribe's functions (watch.go)
@@ -136,7 +136,7 @@ type Gateway struct {
 
 // New returns a Gateway.
 func New(opts Options) (*Gateway, error) {
-	g := &Gateway{opts: opts, transports: map[string]transports.Transport{}}
+	g := &Gateway{opts: opts, transports: map[string]transports.Counted{}}
 	g.life, g.stop = context.WithCancel(context.Background())
 	g.log = opts.Logger
 	if g.log == nil {
@@ -182,9 +182,10 @@ func (g *Gateway) SetVariables(r *manuals.Resolver) {
 	g.varsGen.Add(1)
 }
 
-// transport returns the shared Transport of type typ, creating it on first
-// use.
-func (g *Gateway) transport(typ string) (transports.Transport, error) {
+// transport returns the shared Transport of type typ, wrapped by
+// transports.Count (which counts the manuals' registrations), creating it
+// on first use.
+func (g *Gateway) transport(typ string) (transports.Counted, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.closed {
@@ -206,8 +207,9 @@ func (g *Gateway) transport(typ string) (transports.Transport, error) {
 	if err != nil {
 		return nil, fmt.Errorf("starting %s transport: %w", typ, err)
 	}
-	g.transports[typ] = tr
-	return tr, nil
+	counted := transports.Count(typ, tr)
+	g.transports[typ] = counted
+	return counted, nil
 }
 
 // toolsChanged is the transports' OnToolsChanged callback: a backend
@@ -252,7 +254,7 @@ func (g *Gateway) Close() error {
 	g.background.Wait() // no Add after closed is set
 	g.mu.Lock()
 	trs := g.transports
-	g.transports = map[string]transports.Transport{}
+	g.transports = map[string]transports.Counted{}
 	g.mu.Unlock()
 	var errs []error
 	for _, tr := range trs {

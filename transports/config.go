@@ -47,15 +47,3 @@ func DecodeConfig(opts Options, typ string, cfg any) (*slog.Logger, error) {
 	}
 	return log, nil
 }
-
-// CountedConstructor is Constructor for a transport that implements
-// Lifecycle: the Transport it returns is the one Count(typ, ...) wraps.
-func CountedConstructor[T Lifecycle](typ string, newT func(Options) (T, error)) func(Options) (Transport, error) {
-	return func(opts Options) (Transport, error) {
-		t, err := newT(opts)
-		if err != nil {
-			return nil, err
-		}
-		return Count(typ, t), nil
-	}
-}

@@ -7,22 +7,27 @@ import (
 	"github.com/utcpd/utcpd/utcp"
 )
 
-// Lifecycle is what a transport implements: RegisterManual, CallTool,
-// Release and Close (see Transport for the first two and Close). It does
-// not count registrations; Count does that for it.
-type Lifecycle interface {
+// Counted is a Transport wrapped by Count: what the gateway uses. It
+// implements Streamer exactly when the wrapped Transport does.
+type Counted interface {
+	// RegisterManual is the Transport's, counting a registration when it
+	// succeeds.
 	RegisterManual(ctx context.Context, tmpl *utcp.CallTemplate) (*utcp.Manual, error)
+	// Hold counts a registration of tmpl's manual made without
+	// RegisterManual (the gateway serving a stored copy of the manual);
+	// DeregisterManual balances it like any other.
+	Hold(tmpl *utcp.CallTemplate)
+	// DeregisterManual balances one registration of tmpl's manual and,
+	// with the last, calls the Transport's Release. It is idempotent.
+	DeregisterManual(ctx context.Context, tmpl *utcp.CallTemplate) error
+	// CallTool is the Transport's, refused with manual_not_found for a
+	// manual whose last registration ended.
 	CallTool(ctx context.Context, call *utcp.Call) (*utcp.Result, error)
-	// Release lets go of what the transport keeps for tmpl's manual
-	// (sessions, connections, subprocesses). Count calls it once when the
-	// manual's last registration ends (the DeregisterManual balancing it),
-	// and after a RegisterManual that failed while the manual held no
-	// registration and none other was under way, to drop what the failed
-	// attempt left behind. It is never called after Close, and it must be
-	// harmless for a manual the transport holds nothing for. Calls in
-	// flight on the manual may fail.
-	Release(ctx context.Context, tmpl *utcp.CallTemplate) error
+	// Close is the Transport's Close. It is idempotent.
 	Close() error
+	// Unwrap returns the wrapped Transport, for the optional interfaces
+	// it may implement (PrefixedNames).
+	Unwrap() Transport
 }
 
 // Keyer is implemented by a transport whose per-manual state belongs to
@@ -49,7 +54,7 @@ type Keyer interface {
 // through. The result implements Streamer exactly when t does.
 // DeregisterManual is idempotent and, like Release, does nothing after
 // Close.
-func Count(typ string, t Lifecycle) Transport {
+func Count(typ string, t Transport) Counted {
 	c := &counted{typ: typ, t: t, keys: map[string]*registrations{}, names: map[string]int{}, released: map[string]bool{}}
 	if k, ok := t.(Keyer); ok {
 		c.key = k.RegistrationKey
@@ -64,7 +69,7 @@ func Count(typ string, t Lifecycle) Transport {
 
 type counted struct {
 	typ string
-	t   Lifecycle
+	t   Transport
 	key func(*utcp.CallTemplate) string
 
 	mu       sync.Mutex
@@ -96,9 +101,7 @@ func (c *counted) RegisterManual(ctx context.Context, tmpl *utcp.CallTemplate) (
 	c.mu.Lock()
 	st.pending--
 	if err == nil {
-		st.refs++
-		c.names[tmpl.Name]++
-		delete(c.released, tmpl.Name)
+		c.hold(tmpl, st)
 		c.mu.Unlock()
 		return m, nil
 	}
@@ -108,6 +111,29 @@ func (c *counted) RegisterManual(ctx context.Context, tmpl *utcp.CallTemplate) (
 		_ = c.t.Release(ctx, tmpl)
 	}
 	return nil, err
+}
+
+func (c *counted) Hold(tmpl *utcp.CallTemplate) {
+	if tmpl == nil {
+		return
+	}
+	key := c.key(tmpl)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st := c.keys[key]
+	if st == nil {
+		st = &registrations{}
+		c.keys[key] = st
+	}
+	c.hold(tmpl, st)
+}
+
+// hold counts one registration of tmpl (whose key's registrations are
+// st). Call it with c.mu held.
+func (c *counted) hold(tmpl *utcp.CallTemplate, st *registrations) {
+	st.refs++
+	c.names[tmpl.Name]++
+	delete(c.released, tmpl.Name)
 }
 
 func (c *counted) DeregisterManual(ctx context.Context, tmpl *utcp.CallTemplate) error {
@@ -151,6 +177,8 @@ func (c *counted) CallTool(ctx context.Context, call *utcp.Call) (*utcp.Result, 
 	}
 	return c.t.CallTool(ctx, call)
 }
+
+func (c *counted) Unwrap() Transport { return c.t }
 
 func (c *counted) Close() error {
 	c.mu.Lock()

@@ -153,8 +153,13 @@ func TestCountAfterClose(t *testing.T) {
 }
 
 func TestCountStreamsOnlyWhenTheTransportDoes(t *testing.T) {
-	if _, ok := transports.Count("demo", &lifecycle{}).(transports.Streamer); ok {
+	l := &lifecycle{}
+	plain := transports.Count("demo", l)
+	if _, ok := plain.(transports.Streamer); ok {
 		t.Error("a non-streaming transport became a Streamer")
+	}
+	if plain.Unwrap() != l {
+		t.Error("Unwrap does not return the wrapped transport")
 	}
 	tr := transports.Count("demo", &streamingLifecycle{})
 	s, ok := tr.(transports.Streamer)
@@ -266,5 +271,33 @@ func TestCountWaitsForRegistrationsUnderWay(t *testing.T) {
 	}
 	if n := g.releases(); n != 1 {
 		t.Fatalf("after the registration under way failed: %d releases, want 1", n)
+	}
+}
+
+func TestCountHold(t *testing.T) {
+	ctx := t.Context()
+	l := &lifecycle{}
+	tr := transports.Count("demo", l)
+	m := &utcp.CallTemplate{Name: "m", Type: "demo"}
+	call := &utcp.Call{Manual: "m", Template: m}
+	if _, err := tr.RegisterManual(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	tr.Hold(m) // a stored copy replaces the discovered entry
+	if err := tr.DeregisterManual(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tr.CallTool(ctx, call); err != nil || l.releases() != 0 {
+		t.Fatalf("call of a held manual: %v, %d releases", err, l.releases())
+	}
+	if err := tr.DeregisterManual(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tr.CallTool(ctx, call); utcp.CodeOf(err) != utcp.CodeManualNotFound || l.releases() != 1 {
+		t.Fatalf("after the held copy went: %v, %d releases", err, l.releases())
+	}
+	tr.Hold(m)
+	if _, err := tr.CallTool(ctx, call); err != nil {
+		t.Fatalf("a held copy after the release: %v", err)
 	}
 }

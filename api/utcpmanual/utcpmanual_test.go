@@ -95,7 +95,7 @@ func TestManual(t *testing.T) {
 		"call_template_type": "http", "http_method": "POST", "content_type": "application/json",
 		"url": e.url + "/utcp/call/typed.echo", "body_field": "config",
 		"headers": map[string]any{"Content-Type": "application/json"},
-		"auth": map[string]any{"auth_type": "api_key", "api_key": "Bearer ${UTCPD_API_KEY}", "var_name": "Authorization", "location": "header"},
+		"auth":    map[string]any{"auth_type": "api_key", "api_key": "Bearer ${UTCPD_API_KEY}", "var_name": "Authorization", "location": "header"},
 	}
 	if diff := cmp.Diff(wantTmpl, echo.ToolCallTemplate); diff != "" {
 		t.Errorf("typed.echo template (-want +got):\n%s", diff)

@@ -1,7 +1,6 @@
 package grpc
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -40,7 +39,7 @@ import (
 var Info = transports.Info{
 	Type:          Type,
 	ParseTemplate: ParseTemplate,
-	New:           transports.CountedConstructor(Type, New),
+	New:           transports.Constructor(New),
 	Template:      new(Template),
 }
 
@@ -48,7 +47,7 @@ func init() { transports.MustRegister(Info) }
 
 // Interface guards.
 var (
-	_ transports.Lifecycle = (*Transport)(nil)
+	_ transports.Transport = (*Transport)(nil)
 	_ transports.Streamer  = (*Transport)(nil)
 )
 
@@ -128,16 +127,12 @@ func (m *method) kind() string {
 }
 
 // New returns a grpc Transport configured by opts.Config (a Config).
+// Unknown configuration fields are logged and ignored.
 func New(opts transports.Options) (*Transport, error) {
 	var cfg Config
-	if len(bytes.TrimSpace(opts.Config)) > 0 {
-		if err := json.Unmarshal(opts.Config, &cfg); err != nil {
-			return nil, utcp.NewError(utcp.CodeInvalidConfig, "grpc: config: %v", err)
-		}
-	}
-	log := opts.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
+	log, err := transports.DecodeConfig(opts, "grpc", &cfg)
+	if err != nil {
+		return nil, utcp.NewError(utcp.CodeInvalidConfig, "grpc: config: %v", err)
 	}
 	tokens := opts.Tokens
 	if tokens == nil {

@@ -36,7 +36,7 @@ import (
 var Info = transports.Info{
 	Type:          Type,
 	ParseTemplate: ParseTemplate,
-	New:           transports.CountedConstructor(Type, New),
+	New:           transports.Constructor(New),
 	Template:      new(Template),
 }
 
@@ -44,7 +44,7 @@ func init() { transports.MustRegister(Info) }
 
 // Interface guards.
 var (
-	_ transports.Lifecycle = (*Transport)(nil)
+	_ transports.Transport = (*Transport)(nil)
 	_ transports.Keyer     = (*Transport)(nil)
 	_ transports.Streamer  = (*Transport)(nil)
 )

@@ -25,7 +25,7 @@ import (
 var Info = transports.Info{
 	Type:          Type,
 	ParseTemplate: ParseTemplate,
-	New:           transports.CountedConstructor(Type, New),
+	New:           transports.Constructor(New),
 	Template:      new(Template),
 }
 
@@ -33,7 +33,7 @@ func init() { transports.MustRegister(Info) }
 
 // Interface guards.
 var (
-	_ transports.Lifecycle = (*Transport)(nil)
+	_ transports.Transport = (*Transport)(nil)
 	_ transports.Streamer  = (*Transport)(nil)
 )
 
@@ -258,16 +258,12 @@ type Transport struct {
 }
 
 // New returns a tcp Transport configured by opts.Config (a Config).
+// Unknown configuration fields are logged and ignored.
 func New(opts transports.Options) (*Transport, error) {
 	var cfg Config
-	if len(bytes.TrimSpace(opts.Config)) > 0 {
-		if err := json.Unmarshal(opts.Config, &cfg); err != nil {
-			return nil, utcp.NewError(utcp.CodeInvalidConfig, "tcp: config: %v", err)
-		}
-	}
-	log := opts.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
+	log, err := transports.DecodeConfig(opts, "tcp", &cfg)
+	if err != nil {
+		return nil, utcp.NewError(utcp.CodeInvalidConfig, "tcp: config: %v", err)
 	}
 	t := &Transport{log: log, maxIdle: cfg.MaxIdle, idleTimeout: time.Duration(cfg.IdleTimeout * float64(time.Millisecond)),
 		idle: map[string][]*conn{}, open: map[*conn]struct{}{}}

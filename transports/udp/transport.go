@@ -23,7 +23,7 @@ import (
 var Info = transports.Info{
 	Type:          Type,
 	ParseTemplate: ParseTemplate,
-	New:           transports.CountedConstructor(Type, New),
+	New:           transports.Constructor(New),
 	Template:      new(Template),
 }
 
@@ -31,7 +31,7 @@ func init() { transports.MustRegister(Info) }
 
 // Interface guards.
 var (
-	_ transports.Lifecycle = (*Transport)(nil)
+	_ transports.Transport = (*Transport)(nil)
 	_ transports.Streamer  = (*Transport)(nil)
 )
 

@@ -30,7 +30,7 @@ import (
 var Info = transports.Info{
 	Type:          Type,
 	ParseTemplate: ParseTemplate,
-	New:           transports.CountedConstructor(Type, New),
+	New:           transports.Constructor(New),
 	Template:      new(Template),
 }
 
@@ -38,7 +38,7 @@ func init() { transports.MustRegister(Info) }
 
 // Interface guards.
 var (
-	_ transports.Lifecycle = (*Transport)(nil)
+	_ transports.Transport = (*Transport)(nil)
 	_ transports.Streamer  = (*Transport)(nil)
 )
 
@@ -196,8 +196,7 @@ var (
 	errStreamClosed = utcp.NewError(utcp.CodeCanceled, "websocket: stream closed")
 	// errIdle closes a connection unused for IdleTimeout.
 	errIdle = &utcp.TransportError{Err: errors.New("websocket: connection closed after being idle")}
-	// errDone closes a per-call connection after its call, and a
-	// connection opened by a discovery that failed.
+	// errDone closes a per-call connection after its call.
 	errDone = &utcp.TransportError{Err: errors.New("websocket: connection closed: no call needs it")}
 	// errAbandoned closes a message-mode connection whose call ended
 	// early: late answers could otherwise reach the next call.
