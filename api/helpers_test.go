@@ -307,7 +307,7 @@ func (s *seqTransport) RegisterManual(context.Context, *utcp.CallTemplate) (*utc
 	}}, nil
 }
 
-func (s *seqTransport) DeregisterManual(context.Context, *utcp.CallTemplate) error { return nil }
+func (s *seqTransport) Release(context.Context, *utcp.CallTemplate) error { return nil }
 
 func (s *seqTransport) CallTool(ctx context.Context, call *utcp.Call) (*utcp.Result, error) {
 	return nil, errors.New("seq: use streaming")

@@ -43,7 +43,7 @@ func (n *noop) RegisterManual(_ context.Context, tmpl *utcp.CallTemplate) (*utcp
 	return m, nil
 }
 
-func (n *noop) DeregisterManual(context.Context, *utcp.CallTemplate) error { return nil }
+func (n *noop) Release(context.Context, *utcp.CallTemplate) error { return nil }
 
 func (n *noop) CallTool(_ context.Context, call *utcp.Call) (*utcp.Result, error) {
 	return &utcp.Result{Value: call.Arguments}, nil

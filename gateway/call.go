@@ -68,7 +68,7 @@ type prepared struct {
 	gc    guard.Call
 	tool  *registry.Tool
 	state *manualState
-	tr    transports.Transport
+	tr    transports.Counted
 	// policy confines the connections of a remote manual's tool.
 	policy *netguard.Policy
 }

@@ -128,7 +128,7 @@ type Gateway struct {
 	background sync.WaitGroup
 
 	mu         sync.Mutex
-	transports map[string]transports.Transport
+	transports map[string]transports.Counted
 	closed     bool
 	regLock    sync.Mutex // serialises name checks and registry updates
 	watch      watchers   // Subscribe's functions (watch.go)
@@ -140,7 +140,7 @@ func New(opts Options) (*Gateway, error) {
 	if opts.Transports == nil {
 		return nil, errors.New("gateway.New: Options.Transports is required (pass transports.Default or a registry of your own)")
 	}
-	g := &Gateway{opts: opts, transports: map[string]transports.Transport{}}
+	g := &Gateway{opts: opts, transports: map[string]transports.Counted{}}
 	g.life, g.stop = context.WithCancel(context.Background())
 	g.log = opts.Logger
 	if g.log == nil {
@@ -183,9 +183,10 @@ func (g *Gateway) SetVariables(r *manuals.Resolver) {
 	g.varsGen.Add(1)
 }
 
-// transport returns the shared Transport of type typ, creating it on first
-// use.
-func (g *Gateway) transport(typ string) (transports.Transport, error) {
+// transport returns the shared Transport of type typ, wrapped by
+// transports.Count (which counts the manuals' registrations), creating it
+// on first use.
+func (g *Gateway) transport(typ string) (transports.Counted, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.closed {
@@ -207,8 +208,9 @@ func (g *Gateway) transport(typ string) (transports.Transport, error) {
 	if err != nil {
 		return nil, fmt.Errorf("starting %s transport: %w", typ, err)
 	}
-	g.transports[typ] = tr
-	return tr, nil
+	counted := transports.Count(typ, tr)
+	g.transports[typ] = counted
+	return counted, nil
 }
 
 // toolsChanged is the transports' OnToolsChanged callback: a backend
@@ -255,7 +257,7 @@ func (g *Gateway) Close() error {
 	g.background.Wait() // no Add after closed is set
 	g.mu.Lock()
 	trs := g.transports
-	g.transports = map[string]transports.Transport{}
+	g.transports = map[string]transports.Counted{}
 	g.mu.Unlock()
 	var errs []error
 	for _, tr := range trs {

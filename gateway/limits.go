@@ -71,6 +71,6 @@ func (g *Gateway) prefixedNames(mtmpl *utcp.CallTemplate) bool {
 	if err != nil {
 		return false
 	}
-	p, ok := tr.(transports.PrefixedNames)
+	p, ok := tr.Unwrap().(transports.PrefixedNames)
 	return ok && p.PrefixedToolNames()
 }

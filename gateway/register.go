@@ -62,11 +62,10 @@ type RegisterResult struct {
 type manualState struct {
 	tmpl     *utcp.CallTemplate // parsed, variables unresolved
 	resolved *utcp.CallTemplate // variables resolved, as used for discovery
-	tr       transports.Transport
-	// discovered is set when tr.RegisterManual ran for this entry (not
-	// for a stored copy served as it is); only then is the transport's
-	// per-manual state released on retirement.
-	discovered bool
+	// tr counts this entry as one registration of the manual: through
+	// tr.RegisterManual, or tr.Hold for a stored copy served as it is;
+	// retirement balances it with tr.DeregisterManual.
+	tr transports.Counted
 	// calls counts the calls in flight through this manual;
 	// deregistration waits for them (inflight.go).
 	calls inflight
@@ -127,7 +126,10 @@ func (g *Gateway) RegisterManual(ctx context.Context, raw json.RawMessage, opts 
 			return nil, discoveryFailed(name, err)
 		}
 	}
-	state := &manualState{tmpl: &tmpl, resolved: resolved, tr: tr, discovered: discovered}
+	if !discovered {
+		tr.Hold(resolved)
+	}
+	state := &manualState{tmpl: &tmpl, resolved: resolved, tr: tr}
 	if err := g.checkToolCount(m); err != nil {
 		state.release(ctx)
 		return nil, discoveryFailed(name, err)
@@ -297,11 +299,10 @@ func (g *Gateway) DeregisterManual(ctx context.Context, name string) error {
 	return nil
 }
 
-// release undoes tr.RegisterManual after a registration that failed late.
+// release undoes tr.RegisterManual (or tr.Hold) after a registration
+// that failed late.
 func (st *manualState) release(ctx context.Context) {
-	if st.discovered {
-		_ = st.tr.DeregisterManual(context.WithoutCancel(ctx), st.resolved)
-	}
+	_ = st.tr.DeregisterManual(context.WithoutCancel(ctx), st.resolved)
 }
 
 // retire releases an old manual's transport state once its calls in
@@ -311,7 +312,7 @@ func (st *manualState) release(ctx context.Context) {
 // waited for) since closing the transport releases every manual's state.
 func (g *Gateway) retire(old *registry.Manual) {
 	st, ok := old.Ext.(*manualState)
-	if !ok || !st.discovered {
+	if !ok {
 		return
 	}
 	g.goBackground(func() {

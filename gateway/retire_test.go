@@ -41,7 +41,7 @@ func (h *held) RegisterManual(context.Context, *utcp.CallTemplate) (*utcp.Manual
 	return &utcp.Manual{UTCPVersion: utcp.Version, Tools: []utcp.Tool{{Name: "wait", Description: "blocks"}}}, nil
 }
 
-func (h *held) DeregisterManual(_ context.Context, tmpl *utcp.CallTemplate) error {
+func (h *held) Release(_ context.Context, tmpl *utcp.CallTemplate) error {
 	h.deregistered <- tmpl.Name
 	return nil
 }

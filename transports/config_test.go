@@ -46,7 +46,7 @@ type nopTransport struct{}
 func (nopTransport) RegisterManual(context.Context, *utcp.CallTemplate) (*utcp.Manual, error) {
 	return nil, ErrUnsupported
 }
-func (nopTransport) DeregisterManual(context.Context, *utcp.CallTemplate) error { return nil }
+func (nopTransport) Release(context.Context, *utcp.CallTemplate) error { return nil }
 func (nopTransport) CallTool(context.Context, *utcp.Call) (*utcp.Result, error) {
 	return nil, ErrUnsupported
 }

@@ -142,28 +142,3 @@ func TestSlotsTakeAndClose(t *testing.T) {
 		t.Errorf("connection: closing %v, why %v", conn.Closing(), conn.why)
 	}
 }
-
-// TestManualRefs: registrations are counted; the last release (or a
-// release of an unknown manual) marks the manual deregistered until it
-// is held again.
-func TestManualRefs(t *testing.T) {
-	m := ManualRefs{}
-	if m.Held("a") || m.Deregistered("a") {
-		t.Fatal("an unknown manual is held or deregistered")
-	}
-	m.Hold("a")
-	m.Hold("a")
-	if m.Release("a") || !m.Held("a") || m.Deregistered("a") {
-		t.Fatal("the first of two releases let go")
-	}
-	if !m.Release("a") || m.Held("a") || !m.Deregistered("a") {
-		t.Fatal("the last release did not let go")
-	}
-	if !m.Release("a") || !m.Release("b") || !m.Deregistered("b") {
-		t.Fatal("a release with none left is not the last")
-	}
-	m.Hold("a")
-	if !m.Held("a") || m.Deregistered("a") {
-		t.Fatal("a new registration did not clear deregistered")
-	}
-}

@@ -20,19 +20,29 @@ import (
 // Transport carries tool calls for one call_template_type. utcpd creates
 // one per type and shares it across manuals, so it must be safe for
 // concurrent use. Long-lived resources (sessions, subprocesses, pooled
-// connections) belong to the Transport and are released by Close.
+// connections) belong to the Transport: Release lets go of one manual's,
+// Close of all. A Transport does not count registrations: the gateway
+// (and the conformance suite) use it wrapped by Count, which does, and
+// which refuses the calls of a manual whose last registration ended.
 type Transport interface {
 	// RegisterManual fetches and returns the manual tmpl points at. tmpl
 	// is parsed (Spec set) and its variables are substituted. Transports
 	// whose templates cannot carry a manual return ErrUnsupported.
 	RegisterManual(ctx context.Context, tmpl *utcp.CallTemplate) (*utcp.Manual, error)
-	// DeregisterManual releases per-manual state (sessions, processes).
-	// It is idempotent.
-	DeregisterManual(ctx context.Context, tmpl *utcp.CallTemplate) error
 	// CallTool invokes one tool once and waits for its whole result. A
 	// failure the tool itself reports is a *utcp.ToolError; any other
 	// error means the call could not be carried.
 	CallTool(ctx context.Context, call *utcp.Call) (*utcp.Result, error)
+	// Release lets go of what the transport keeps for tmpl's manual
+	// (sessions, connections, subprocesses, cached descriptions). Count
+	// calls it once when the manual's last registration ends (the
+	// DeregisterManual balancing it), and after a RegisterManual that
+	// failed while the manual held no registration and none other was
+	// under way, to drop what the failed attempt left behind. It is never
+	// called after Close and must be harmless for a manual the transport
+	// holds nothing for. Calls in flight on the manual may fail.
+	// Transports without per-manual state return nil.
+	Release(ctx context.Context, tmpl *utcp.CallTemplate) error
 	// Close releases everything the Transport holds. It is idempotent.
 	Close() error
 }

@@ -25,7 +25,7 @@ type echoSpec struct{}
 func (echoTransport) RegisterManual(context.Context, *utcp.CallTemplate) (*utcp.Manual, error) {
 	return &utcp.Manual{UTCPVersion: utcp.Version, Tools: []utcp.Tool{{Name: "add", Description: "Echoes."}}}, nil
 }
-func (echoTransport) DeregisterManual(context.Context, *utcp.CallTemplate) error { return nil }
+func (echoTransport) Release(context.Context, *utcp.CallTemplate) error { return nil }
 func (echoTransport) CallTool(_ context.Context, c *utcp.Call) (*utcp.Result, error) {
 	return &utcp.Result{Value: c.Arguments}, nil
 }

@@ -75,7 +75,7 @@ func (typedTransport) RegisterManual(context.Context, *utcp.CallTemplate) (*utcp
 	}}, nil
 }
 
-func (typedTransport) DeregisterManual(context.Context, *utcp.CallTemplate) error { return nil }
+func (typedTransport) Release(context.Context, *utcp.CallTemplate) error { return nil }
 
 func (typedTransport) CallTool(_ context.Context, call *utcp.Call) (*utcp.Result, error) {
 	if call.Name == "crash" {

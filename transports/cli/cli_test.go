@@ -1000,14 +1000,14 @@ func TestDiscovery(t *testing.T) {
 	})
 }
 
-func TestDeregisterIsNoop(t *testing.T) {
+func TestReleaseIsNoop(t *testing.T) {
 	tr := newTransport(t, "")
 	tmpl := tmplOf(t, map[string]any{"commands": cmds("echo hi")})
-	if err := tr.DeregisterManual(t.Context(), tmpl); err != nil {
+	if err := tr.Release(t.Context(), tmpl); err != nil {
 		t.Fatal(err)
 	}
 	if got := mustCall(t, tr, map[string]any{"commands": cmds("echo hi")}, nil); got != "hi" {
-		t.Errorf("call after deregister = %v", got)
+		t.Errorf("call after Release = %v", got)
 	}
 }
 

@@ -125,7 +125,7 @@
 // single tool, then newline-delimited JSON (a manual on one line, or one
 // tool per line; other lines are ignored). Tools without a
 // tool_call_template keep none; the gateway then uses the manual's
-// template. The transport keeps no per-manual state: DeregisterManual does
+// template. The transport keeps no per-manual state: Release does
 // nothing, and Close kills every process still running.
 //
 // The transport needs a Unix system (bash, process groups); it does not

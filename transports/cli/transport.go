@@ -164,9 +164,8 @@ func discoveryError(what string, err error) error {
 	return &utcp.Error{Code: utcp.CodeDiscoveryFailed, Message: fmt.Sprintf("cli: %s: %v", what, err), Err: err}
 }
 
-// DeregisterManual does nothing: the cli transport keeps no per-manual
-// state.
-func (t *Transport) DeregisterManual(ctx context.Context, tmpl *utcp.CallTemplate) error {
+// Release does nothing: the cli transport keeps no per-manual state.
+func (t *Transport) Release(ctx context.Context, tmpl *utcp.CallTemplate) error {
 	return nil
 }
 

@@ -28,6 +28,6 @@
 // A file tool cannot run code: CallTool reads the file on each call and
 // returns its contents, decoded as JSON when they parse (numbers as
 // json.Number) and as a string otherwise. The transport keeps no state:
-// DeregisterManual does nothing, and after Close, RegisterManual and
+// Release does nothing, and after Close, RegisterManual and
 // CallTool fail with unavailable.
 package file

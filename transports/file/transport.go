@@ -118,9 +118,8 @@ func (t *Transport) RegisterManual(ctx context.Context, tmpl *utcp.CallTemplate)
 	return m, nil
 }
 
-// DeregisterManual does nothing: the file transport keeps no per-manual
-// state.
-func (t *Transport) DeregisterManual(ctx context.Context, tmpl *utcp.CallTemplate) error {
+// Release does nothing: the file transport keeps no per-manual state.
+func (t *Transport) Release(ctx context.Context, tmpl *utcp.CallTemplate) error {
 	return nil
 }
 

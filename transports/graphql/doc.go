@@ -125,10 +125,10 @@
 //
 // # State
 //
-// RegisterManual counts a registration of the manual and keeps its
-// documents; DeregisterManual undoes one, and when none is left forgets
-// them, after which calls of that manual fail with manual_not_found until
-// it is registered again (subscriptions in flight run on). Close ends
+// RegisterManual keeps the manual's documents; Release (called by
+// transports.Count when the manual's last registration ends; calls of
+// that manual then fail with manual_not_found until it is registered
+// again) forgets them (subscriptions in flight run on). Close ends
 // every subscription, waits for their goroutines, and closes the pooled
 // HTTP connections.
 package graphql

@@ -69,8 +69,6 @@ type Transport struct {
 
 // manualState is what the transport knows of one manual.
 type manualState struct {
-	refs         int  // RegisterManual calls not yet balanced by DeregisterManual
-	deregistered bool // calls fail until the next RegisterManual
 	// ops holds, per endpoint URL, the operation of each tool discovered
 	// there (empty when the endpoint refused introspection).
 	ops map[string]map[string]*operation
@@ -113,10 +111,6 @@ func New(opts transports.Options) (*Transport, error) {
 // errClosed refuses calls after Close and ends the subscriptions Close cuts.
 var errClosed = utcp.NewError(utcp.CodeUnavailable, "graphql: transport closed")
 
-func errDeregistered(manual string) error {
-	return utcp.Errorf(utcp.CodeManualNotFound, "graphql: manual %q was deregistered: %w", manual, transports.ErrNotRegistered).WithDetail("manual", manual)
-}
-
 // Close ends every subscription in flight (their streams fail with code
 // unavailable), waits for their goroutines, closes the pooled HTTP
 // connections and refuses later calls. It is idempotent.
@@ -140,31 +134,16 @@ func (t *Transport) Close() error {
 	return nil
 }
 
-// DeregisterManual balances one RegisterManual of tmpl's manual. When none
-// is left it forgets the manual's operations, and later calls of the
-// manual fail with manual_not_found until it is registered again.
-// Subscriptions in flight run on. It is idempotent.
-func (t *Transport) DeregisterManual(ctx context.Context, tmpl *utcp.CallTemplate) error {
+// Release forgets the manual's operations (transports.Count calls it
+// when the manual's last registration ends). Subscriptions in flight run
+// on.
+func (t *Transport) Release(ctx context.Context, tmpl *utcp.CallTemplate) error {
 	if tmpl == nil {
 		return nil
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.closed {
-		return nil
-	}
-	st := t.manuals[tmpl.Name]
-	if st == nil {
-		st = &manualState{}
-		t.manuals[tmpl.Name] = st
-	}
-	if st.refs > 0 {
-		st.refs--
-	}
-	if st.refs == 0 {
-		st.deregistered = true
-		st.ops = nil
-	}
+	delete(t.manuals, tmpl.Name)
 	return nil
 }
 
@@ -178,8 +157,8 @@ func (t *Transport) DeregisterManual(ctx context.Context, tmpl *utcp.CallTemplat
 // discovery_failed naming the URL; a URL refused by transports.CheckURL
 // is invalid_template; an oversized answer payload_too_large; the end of
 // ctx or of the template's timeout (DefaultTimeout without either)
-// returns the context's error. Success counts one registration of the
-// manual (see DeregisterManual).
+// returns the context's error. Success keeps the manual's operations
+// until Release.
 func (t *Transport) RegisterManual(ctx context.Context, tmpl *utcp.CallTemplate) (*utcp.Manual, error) {
 	if t.isClosed() {
 		return nil, errClosed
@@ -211,8 +190,6 @@ func (t *Transport) RegisterManual(ctx context.Context, tmpl *utcp.CallTemplate)
 		st = &manualState{}
 		t.manuals[tmpl.Name] = st
 	}
-	st.refs++
-	st.deregistered = false
 	st.ops = map[string]map[string]*operation{spec.URL: ops}
 	if tools == nil {
 		tools = []utcp.Tool{}
@@ -499,10 +476,6 @@ func (t *Transport) lookup(ctx context.Context, call *utcp.Call, spec *Template,
 		return nil, errClosed
 	}
 	st := t.manuals[call.Manual]
-	if st != nil && st.deregistered {
-		t.mu.Unlock()
-		return nil, errDeregistered(call.Manual)
-	}
 	var op *operation
 	ops, known := st.endpoint(spec.URL)
 	if known {
@@ -562,8 +535,8 @@ func (st *manualState) endpoint(url string) (map[string]*operation, bool) {
 	return ops, ok
 }
 
-// remember stores what a call's introspection found at url, unless the
-// manual was deregistered meanwhile or url is known already.
+// remember stores what a call's introspection found at url, unless url
+// is known already.
 func (t *Transport) remember(manual, url string, ops map[string]*operation) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -571,9 +544,6 @@ func (t *Transport) remember(manual, url string, ops map[string]*operation) {
 	if st == nil {
 		st = &manualState{}
 		t.manuals[manual] = st
-	}
-	if st.deregistered {
-		return
 	}
 	if st.ops == nil {
 		st.ops = map[string]map[string]*operation{}

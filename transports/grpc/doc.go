@@ -105,10 +105,10 @@
 //
 // Each manual keeps one *grpc.ClientConn per connection setting (target
 // and TLS), created on its first call and shared by all its calls (HTTP/2
-// multiplexes them). RegisterManual counts registrations; when
-// DeregisterManual has undone the last, the manual's connections are
-// closed and its descriptors dropped, and later calls (and those still in
-// flight) fail with manual_not_found. Close closes every connection; calls
+// multiplexes them). Release (called by transports.Count when the
+// manual's last registration ends) closes the manual's connections and
+// drops its descriptors; later calls (and those still in flight) fail
+// with manual_not_found. Close closes every connection; calls
 // in flight fail with unavailable. Discovery by reflection uses a connection of its own,
 // closed when discovery ends.
 //

@@ -58,15 +58,26 @@ import (
 // demoProtoRoot is the import root of demo.proto.
 var demoProtoRoot = filepath.Join("..", "..", "proto")
 
-func newTransport(t testing.TB, opts transports.Options) *grpc.Transport {
+// transport is a *grpc.Transport wrapped by transports.Count, as the
+// gateway uses it.
+type transport interface {
+	RegisterManual(ctx context.Context, tmpl *utcp.CallTemplate) (*utcp.Manual, error)
+	DeregisterManual(ctx context.Context, tmpl *utcp.CallTemplate) error
+	CallTool(ctx context.Context, call *utcp.Call) (*utcp.Result, error)
+	CallToolStream(ctx context.Context, call *utcp.Call) (transports.Stream, error)
+	Close() error
+}
+
+func newTransport(t testing.TB, opts transports.Options) transport {
 	t.Helper()
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	tr, err := grpc.New(opts)
+	raw, err := grpc.New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
+	tr := transports.Count(grpc.Type, raw).(transport)
 	t.Cleanup(func() { _ = tr.Close() })
 	return tr
 }
@@ -87,7 +98,7 @@ func tmpl(t testing.TB, fields map[string]any) *utcp.CallTemplate {
 	return &ct
 }
 
-func register(t testing.TB, tr *grpc.Transport, ct *utcp.CallTemplate) *utcp.Manual {
+func register(t testing.TB, tr transport, ct *utcp.CallTemplate) *utcp.Manual {
 	t.Helper()
 	m, err := tr.RegisterManual(t.Context(), ct)
 	if err != nil {
@@ -96,7 +107,7 @@ func register(t testing.TB, tr *grpc.Transport, ct *utcp.CallTemplate) *utcp.Man
 	return m
 }
 
-func do(t testing.TB, tr *grpc.Transport, ct *utcp.CallTemplate, tool string, args map[string]any) (any, error) {
+func do(t testing.TB, tr transport, ct *utcp.CallTemplate, tool string, args map[string]any) (any, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()

@@ -1,7 +1,6 @@
 package grpc
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -86,7 +85,6 @@ type Transport struct {
 
 // manualState is what one registered manual holds.
 type manualState struct {
-	refs  int
 	tools *toolSet
 	conns map[string]*ggrpc.ClientConn // by Template.connKey
 }
@@ -129,16 +127,12 @@ func (m *method) kind() string {
 }
 
 // New returns a grpc Transport configured by opts.Config (a Config).
+// Unknown configuration fields are logged and ignored.
 func New(opts transports.Options) (*Transport, error) {
 	var cfg Config
-	if len(bytes.TrimSpace(opts.Config)) > 0 {
-		if err := json.Unmarshal(opts.Config, &cfg); err != nil {
-			return nil, utcp.NewError(utcp.CodeInvalidConfig, "grpc: config: %v", err)
-		}
-	}
-	log := opts.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
+	log, err := transports.DecodeConfig(opts, "grpc", &cfg)
+	if err != nil {
+		return nil, utcp.NewError(utcp.CodeInvalidConfig, "grpc: config: %v", err)
 	}
 	tokens := opts.Tokens
 	if tokens == nil {
@@ -185,22 +179,17 @@ func (t *Transport) isClosed() bool {
 	return t.closed
 }
 
-// DeregisterManual undoes one RegisterManual of the manual; when none is
-// left it closes the manual's connections and forgets its descriptors, so
-// later calls fail with manual_not_found until it is registered again. It
-// is idempotent.
-func (t *Transport) DeregisterManual(_ context.Context, tmpl *utcp.CallTemplate) error {
+// Release closes the manual's connections and forgets its descriptors
+// (transports.Count calls it when the manual's last registration ends);
+// calls of the manual then fail with manual_not_found until it is
+// registered again.
+func (t *Transport) Release(_ context.Context, tmpl *utcp.CallTemplate) error {
 	if tmpl == nil {
 		return nil
 	}
 	t.mu.Lock()
 	st := t.manuals[tmpl.Name]
 	if st == nil {
-		t.mu.Unlock()
-		return nil
-	}
-	st.refs--
-	if st.refs > 0 {
 		t.mu.Unlock()
 		return nil
 	}
@@ -251,7 +240,6 @@ func (t *Transport) RegisterManual(ctx context.Context, tmpl *utcp.CallTemplate)
 		st = &manualState{conns: map[string]*ggrpc.ClientConn{}}
 		t.manuals[tmpl.Name] = st
 	}
-	st.refs++
 	st.tools = ts
 	return m, nil
 }

@@ -10,7 +10,7 @@
 // YAML) or an OpenAPI 3 / Swagger 2 document, which it converts.
 //
 // The transport is stateless apart from a pool of keep-alive connections
-// and the oauth2 token cache; DeregisterManual does nothing. Every URL,
+// and the oauth2 token cache; Release does nothing. Every URL,
 // at discovery, at every call and at every redirect hop, must be https or
 // plain http to a literal loopback host, unless the template sets
 // "allow_insecure": true (see transports.CheckURL).

@@ -62,27 +62,23 @@ type Transport struct {
 
 // New returns an http Transport configured by opts.Config (a Config, may
 // be empty). It uses opts.Tokens for oauth2, or a token cache of its own
-// when that is nil.
+// when that is nil. Unknown configuration fields are logged and ignored.
 func New(opts transports.Options) (*Transport, error) {
 	var cfg Config
-	if len(bytes.TrimSpace(opts.Config)) > 0 {
-		if err := json.Unmarshal(opts.Config, &cfg); err != nil {
-			return nil, utcp.NewError(utcp.CodeInvalidConfig, "http transport configuration: %v", err)
-		}
+	log, err := transports.DecodeConfig(opts, "http", &cfg)
+	if err != nil {
+		return nil, utcp.NewError(utcp.CodeInvalidConfig, "http transport configuration: %v", err)
 	}
 	if cfg.MaxResponseBytes < 0 || cfg.MaxIdleConnsPerHost < 0 {
 		return nil, utcp.NewError(utcp.CodeInvalidConfig, "http transport configuration: limits must not be negative")
 	}
 	client := transports.NewHTTPClient(transports.ClientOptions{MaxIdleConnsPerHost: cfg.MaxIdleConnsPerHost})
-	t := &Transport{client: client, tokens: opts.Tokens, maxResponse: cfg.MaxResponseBytes, log: opts.Logger}
+	t := &Transport{client: client, tokens: opts.Tokens, maxResponse: cfg.MaxResponseBytes, log: log}
 	if t.maxResponse == 0 {
 		t.maxResponse = transports.DefaultMaxResponseBytes
 	}
 	if t.tokens == nil {
 		t.tokens = transports.NewTokenCache(client)
-	}
-	if t.log == nil {
-		t.log = slog.New(slog.DiscardHandler)
 	}
 	return t, nil
 }
@@ -97,9 +93,8 @@ func (t *Transport) Close() error {
 	return nil
 }
 
-// DeregisterManual does nothing: the http transport keeps no per-manual
-// state.
-func (t *Transport) DeregisterManual(ctx context.Context, tmpl *utcp.CallTemplate) error {
+// Release does nothing: the http transport keeps no per-manual state.
+func (t *Transport) Release(ctx context.Context, tmpl *utcp.CallTemplate) error {
 	return nil
 }
 

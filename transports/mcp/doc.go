@@ -80,10 +80,10 @@
 // session, shared by every call and multiplexed (JSON-RPC ids); a stdio
 // server is never started per call. Sessions belong to the manual template
 // that registered them, keyed by the manual's name and a hash of the
-// template as registered. A template registered again unchanged (a
-// refresh) shares the sessions, re-lists the tools over them and counts
-// one more registration; DeregisterManual drops one registration and
-// closes the sessions with the last. A changed template under the same
+// template as registered (RegistrationKey, by which transports.Count
+// counts registrations). A template registered again unchanged (a
+// refresh) shares the sessions and re-lists the tools over them; Release,
+// after the last registration of the template, closes them. A changed template under the same
 // name (a Replace) gets sessions of its own, so deregistering the old
 // template afterwards never closes the new one. A call whose template
 // matches no registration exactly (its variables were resolved anew since

@@ -57,7 +57,7 @@ func endlessTemplate(t *testing.T, url string) *utcp.CallTemplate {
 // MaxListPages pages, and the manual is not kept.
 func TestEndlessPagingRefused(t *testing.T) {
 	url, pages := endlessServer(t, 0)
-	tr := newTestTransport(t, transports.Options{})
+	tr := counted(newTestTransport(t, transports.Options{})) // Count releases what a failed registration started
 	tmpl := endlessTemplate(t, url)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

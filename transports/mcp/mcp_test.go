@@ -401,6 +401,22 @@ func newTestTransport(t testing.TB, opts transports.Options) *Transport {
 	return tr
 }
 
+// manualCaller is a *Transport, or one counted by transports.Count.
+type manualCaller interface {
+	RegisterManual(ctx context.Context, tmpl *utcp.CallTemplate) (*utcp.Manual, error)
+	CallTool(ctx context.Context, call *utcp.Call) (*utcp.Result, error)
+}
+
+// countedTransport is a *Transport as the gateway uses it.
+type countedTransport interface {
+	manualCaller
+	DeregisterManual(ctx context.Context, tmpl *utcp.CallTemplate) error
+	Close() error
+}
+
+// counted wraps tr in transports.Count, which counts its registrations.
+func counted(tr *Transport) countedTransport { return transports.Count(Type, tr) }
+
 func parse(t testing.TB, raw json.RawMessage) *utcp.CallTemplate {
 	t.Helper()
 	tmpl, err := ParseTemplate(withName(raw, "m"))
@@ -420,7 +436,7 @@ func withName(raw json.RawMessage, name string) json.RawMessage {
 	return b
 }
 
-func register(t testing.TB, tr *Transport, tmpl *utcp.CallTemplate) *utcp.Manual {
+func register(t testing.TB, tr manualCaller, tmpl *utcp.CallTemplate) *utcp.Manual {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -431,7 +447,7 @@ func register(t testing.TB, tr *Transport, tmpl *utcp.CallTemplate) *utcp.Manual
 	return m
 }
 
-func callTool(t testing.TB, tr *Transport, tmpl *utcp.CallTemplate, name string, args map[string]any) (any, error) {
+func callTool(t testing.TB, tr manualCaller, tmpl *utcp.CallTemplate, name string, args map[string]any) (any, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -442,7 +458,7 @@ func callTool(t testing.TB, tr *Transport, tmpl *utcp.CallTemplate, name string,
 	return res.Value, nil
 }
 
-func mustCall(t testing.TB, tr *Transport, tmpl *utcp.CallTemplate, name string, args map[string]any) any {
+func mustCall(t testing.TB, tr manualCaller, tmpl *utcp.CallTemplate, name string, args map[string]any) any {
 	t.Helper()
 	v, err := callTool(t, tr, tmpl, name, args)
 	if err != nil {
@@ -904,7 +920,7 @@ func TestResourcesAsTools(t *testing.T) {
 func TestListChangedCallsBack(t *testing.T) {
 	both(t, func(t *testing.T, f *fixture.Fixture, raw json.RawMessage) {
 		changed := make(chan string, 10)
-		tr := newTestTransport(t, transports.Options{OnToolsChanged: func(m string) { changed <- m }})
+		tr := counted(newTestTransport(t, transports.Options{OnToolsChanged: func(m string) { changed <- m }}))
 		tmpl := parse(t, raw)
 		register(t, tr, tmpl)
 		select {
@@ -1097,7 +1113,7 @@ func TestDeregisterLeavesNoProcess(t *testing.T) {
 	for _, how := range []string{"deregister", "close"} {
 		t.Run(how, func(t *testing.T) {
 			marker := newMarker()
-			tr := newTestTransport(t, transports.Options{})
+			tr := counted(newTestTransport(t, transports.Options{}))
 			tmpl := parse(t, transporttest.Template(t, Type, map[string]any{"config": map[string]any{"mcpServers": map[string]any{
 				"a": fixtureServer{marker: marker, grandchild: true}.config(t),
 				"b": fixtureServer{marker: marker}.config(t),
@@ -1135,7 +1151,7 @@ func TestDeregisterLeavesNoProcess(t *testing.T) {
 func TestStderrCappedAndRateLimited(t *testing.T) {
 	var logs logBuffer
 	log := slog.New(slog.NewTextHandler(&logs, nil))
-	tr := newTestTransport(t, transports.Options{Logger: log, Config: json.RawMessage(`{"max_stderr_line_bytes":100,"stderr_lines_per_second":5}`)})
+	tr := counted(newTestTransport(t, transports.Options{Logger: log, Config: json.RawMessage(`{"max_stderr_line_bytes":100,"stderr_lines_per_second":5}`)}))
 	tmpl := parse(t, transporttest.Template(t, Type, map[string]any{"config": map[string]any{"mcpServers": map[string]any{
 		"demo": fixtureServer{stderr: 500}.config(t)}}}))
 	register(t, tr, tmpl)
@@ -1160,7 +1176,7 @@ func TestStderrCappedAndRateLimited(t *testing.T) {
 
 func TestReplaceGetsItsOwnSession(t *testing.T) {
 	marker := newMarker()
-	tr := newTestTransport(t, transports.Options{})
+	tr := counted(newTestTransport(t, transports.Options{}))
 	tmplFor := func(version string) *utcp.CallTemplate {
 		cfg := fixtureServer{marker: marker}.config(t)
 		cfg["env"].(map[string]string)["VERSION"] = version
@@ -1248,7 +1264,7 @@ func TestHTTPSessionExpiry(t *testing.T) {
 
 func TestHTTPHeadersAndAuth(t *testing.T) {
 	hf := newHTTPFixture(t, fixture.New(), mcpserver.Options{})
-	tr := newTestTransport(t, transports.Options{})
+	tr := counted(newTestTransport(t, transports.Options{}))
 	tmpl := parse(t, transporttest.Template(t, Type, map[string]any{
 		"config": map[string]any{"mcpServers": map[string]any{"demo": map[string]any{"url": hf.url(), "headers": map[string]string{"X-Tenant": "t1"}}}},
 		"auth":   map[string]any{"auth_type": "api_key", "api_key": "sekret", "var_name": "X-Api-Key"},

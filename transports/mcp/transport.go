@@ -45,6 +45,7 @@ func init() { transports.MustRegister(Info) }
 // Interface guards.
 var (
 	_ transports.Transport = (*Transport)(nil)
+	_ transports.Keyer     = (*Transport)(nil)
 	_ transports.Streamer  = (*Transport)(nil)
 )
 
@@ -277,14 +278,14 @@ func discoveryError(name string, err error) error {
 // resources when register_resources_as_tools is set), and returns them
 // named "<server>.<tool>". Discovered tools carry no call template: the
 // manual's template reaches them. The sessions stay open, supervised,
-// until DeregisterManual.
+// until Release.
 //
 // Registering a template identical to one already registered under the
 // same name (a refresh, or a Replace with the same template) shares that
-// manual's sessions, re-lists the tools over them, and counts one more
-// registration; a changed template gets sessions of its own. Any server
-// failing to connect or list fails the whole registration
-// (discovery_failed) and stops the others.
+// manual's sessions and re-lists the tools over them; a changed template
+// gets sessions of its own (see RegistrationKey). Any server failing to
+// connect or list fails the whole registration (discovery_failed) and
+// stops the others.
 func (t *Transport) RegisterManual(ctx context.Context, tmpl *utcp.CallTemplate) (*utcp.Manual, error) {
 	spec, err := specOf(tmpl)
 	if err != nil {
@@ -303,7 +304,6 @@ func (t *Transport) RegisterManual(ctx context.Context, tmpl *utcp.CallTemplate)
 		m = newManual(t, tmpl, spec, key, t.seq)
 		t.manuals[key] = m
 	}
-	m.refs++
 	t.mu.Unlock()
 
 	if fresh {
@@ -318,7 +318,6 @@ func (t *Transport) RegisterManual(ctx context.Context, tmpl *utcp.CallTemplate)
 		select {
 		case <-m.ready:
 		case <-ctx.Done():
-			t.release(m)
 			return nil, discoveryError(m.name, ctx.Err())
 		}
 		if m.err != nil {
@@ -327,10 +326,7 @@ func (t *Transport) RegisterManual(ctx context.Context, tmpl *utcp.CallTemplate)
 	}
 	tools, err := m.list(ctx)
 	if err != nil {
-		if t.release(m) {
-			m.shutdown()
-		}
-		return nil, discoveryError(m.name, err)
+		return nil, discoveryError(m.name, err) // transports.Count releases m unless it is registered
 	}
 	return &utcp.Manual{UTCPVersion: utcp.Version, ManualVersion: "1.0.0", Tools: tools}, nil
 }
@@ -344,29 +340,19 @@ func (t *Transport) forget(m *manual) {
 	t.mu.Unlock()
 }
 
-// release drops one registration of m and reports whether it was the
-// last (m is then removed and the caller shuts it down).
-func (t *Transport) release(m *manual) bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.manuals[m.key] != m {
-		return false
-	}
-	m.refs--
-	if m.refs > 0 {
-		return false
-	}
-	delete(t.manuals, m.key)
-	return true
-}
+// RegistrationKey is what transports.Count counts registrations by: the
+// manual name and a hash of the whole template, so that a changed
+// template has sessions of its own and deregistering the old one ends the
+// old sessions while the new ones run on.
+func (t *Transport) RegistrationKey(tmpl *utcp.CallTemplate) string { return keyOf(tmpl) }
 
-// DeregisterManual drops one registration of the template. When it was
-// the last, every session of the manual is closed: stdio servers get
+// Release closes every session of the template (transports.Count calls
+// it when the last registration of that template ends): stdio servers get
 // their standard input closed, then SIGTERM, then SIGKILL to their whole
 // process group (DefaultShutdownGrace apart), and are reaped before it
-// returns; HTTP sessions are ended with DELETE. Deregistering a template
-// that is not registered does nothing.
-func (t *Transport) DeregisterManual(ctx context.Context, tmpl *utcp.CallTemplate) error {
+// returns; HTTP sessions are ended with DELETE. Releasing a template that
+// holds no sessions does nothing.
+func (t *Transport) Release(ctx context.Context, tmpl *utcp.CallTemplate) error {
 	if tmpl == nil {
 		return utcp.Errorf(utcp.CodeInvalidTemplate, "mcp: no call template: %w", transports.ErrInvalidTemplate)
 	}
@@ -378,7 +364,13 @@ func (t *Transport) DeregisterManual(ctx context.Context, tmpl *utcp.CallTemplat
 		return nil
 	}
 	<-m.ready
-	if t.release(m) {
+	t.mu.Lock()
+	mine := t.manuals[key] == m
+	if mine {
+		delete(t.manuals, key)
+	}
+	t.mu.Unlock()
+	if mine {
 		m.shutdown()
 	}
 	return nil
@@ -483,7 +475,7 @@ func (t *Transport) CallToolStream(ctx context.Context, call *utcp.Call) (transp
 	return st, nil
 }
 
-// Close stops every server of every manual (as DeregisterManual does),
+// Close stops every server of every manual (as Release does),
 // waits until their processes are reaped, and refuses new work. It is
 // idempotent.
 func (t *Transport) Close() error {
@@ -520,7 +512,6 @@ type manual struct {
 	name     string
 	seq      uint64
 	spec     *Template
-	refs     int // guarded by t.mu
 	servers  map[string]*server
 	prefixes []string // server names, longest first
 

@@ -76,5 +76,5 @@
 // RegisterManual GETs url (with headers and auth) and reads a UTCP manual
 // (v1.1 or legacy, through manuals.ParseManual); anything else is
 // discovery_failed. The transport keeps no per-manual state:
-// DeregisterManual does nothing.
+// Release does nothing.
 package sse

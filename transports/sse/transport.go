@@ -112,9 +112,8 @@ func (t *Transport) Close() error {
 	return nil
 }
 
-// DeregisterManual does nothing: the sse transport keeps no per-manual
-// state.
-func (t *Transport) DeregisterManual(ctx context.Context, tmpl *utcp.CallTemplate) error {
+// Release does nothing: the sse transport keeps no per-manual state.
+func (t *Transport) Release(ctx context.Context, tmpl *utcp.CallTemplate) error {
 	return nil
 }
 

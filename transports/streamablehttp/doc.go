@@ -68,5 +68,5 @@
 // RegisterManual sends http_method to url (with headers and auth, no body)
 // and reads a UTCP manual (v1.1 or legacy, through manuals.ParseManual);
 // anything else is discovery_failed. The transport keeps no per-manual
-// state: DeregisterManual does nothing.
+// state: Release does nothing.
 package streamablehttp

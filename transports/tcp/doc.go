@@ -107,9 +107,9 @@
 // learns that the caller went away. Stream framing opens a connection per
 // call. The transport starts no goroutines.
 //
-// RegisterManual counts a registration of the manual; DeregisterManual
-// undoes one and, when none is left, closes the manual's pooled
-// connections; later calls of that manual fail with manual_not_found
-// until it is registered again. Close closes every connection; calls in
+// Release (called by transports.Count when the manual's last
+// registration ends; later calls of that manual then fail with
+// manual_not_found until it is registered again) closes the manual's
+// pooled connections. Close closes every connection; calls in
 // flight fail with unavailable.
 package tcp

@@ -251,32 +251,22 @@ type Transport struct {
 	dialer      net.Dialer
 	seq         atomic.Uint64
 
-	mu      sync.Mutex
-	closed  bool
-	manuals map[string]*manualState
-	idle    map[string][]*conn
-	open    map[*conn]struct{}
-}
-
-type manualState struct {
-	refs         int
-	deregistered bool
+	mu     sync.Mutex
+	closed bool
+	idle   map[string][]*conn
+	open   map[*conn]struct{}
 }
 
 // New returns a tcp Transport configured by opts.Config (a Config).
+// Unknown configuration fields are logged and ignored.
 func New(opts transports.Options) (*Transport, error) {
 	var cfg Config
-	if len(bytes.TrimSpace(opts.Config)) > 0 {
-		if err := json.Unmarshal(opts.Config, &cfg); err != nil {
-			return nil, utcp.NewError(utcp.CodeInvalidConfig, "tcp: config: %v", err)
-		}
-	}
-	log := opts.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
+	log, err := transports.DecodeConfig(opts, "tcp", &cfg)
+	if err != nil {
+		return nil, utcp.NewError(utcp.CodeInvalidConfig, "tcp: config: %v", err)
 	}
 	t := &Transport{log: log, maxIdle: cfg.MaxIdle, idleTimeout: time.Duration(cfg.IdleTimeout * float64(time.Millisecond)),
-		manuals: map[string]*manualState{}, idle: map[string][]*conn{}, open: map[*conn]struct{}{}}
+		idle: map[string][]*conn{}, open: map[*conn]struct{}{}}
 	if t.maxIdle <= 0 {
 		t.maxIdle = DefaultMaxIdle
 	}
@@ -302,25 +292,14 @@ func (t *Transport) Close() error {
 	return nil
 }
 
-// DeregisterManual undoes one RegisterManual of the manual; when none is
-// left it closes the manual's pooled connections, and later calls of the
-// manual fail with manual_not_found until it is registered again. It is
-// idempotent.
-func (t *Transport) DeregisterManual(_ context.Context, tmpl *utcp.CallTemplate) error {
+// Release closes the manual's pooled connections (transports.Count calls
+// it when the manual's last registration ends).
+func (t *Transport) Release(_ context.Context, tmpl *utcp.CallTemplate) error {
 	if tmpl == nil {
 		return nil
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	st := t.manuals[tmpl.Name]
-	if st == nil || st.refs == 0 {
-		return nil
-	}
-	st.refs--
-	if st.refs > 0 {
-		return nil
-	}
-	st.deregistered = true
 	prefix := tmpl.Name + "\x00"
 	for k, cs := range t.idle {
 		if len(k) >= len(prefix) && k[:len(prefix)] == prefix {
@@ -354,13 +333,6 @@ func (t *Transport) RegisterManual(ctx context.Context, tmpl *utcp.CallTemplate)
 	if t.closed {
 		return nil, errClosed
 	}
-	st := t.manuals[tmpl.Name]
-	if st == nil {
-		st = &manualState{}
-		t.manuals[tmpl.Name] = st
-	}
-	st.refs++
-	st.deregistered = false
 	return m, nil
 }
 
@@ -536,10 +508,6 @@ func (t *Transport) get(ctx context.Context, manual, key string, spec *Template)
 	if t.closed {
 		t.mu.Unlock()
 		return nil, errClosed
-	}
-	if st := t.manuals[manual]; st != nil && st.deregistered {
-		t.mu.Unlock()
-		return nil, utcp.Errorf(utcp.CodeManualNotFound, "tcp: manual %q was deregistered: %w", manual, transports.ErrNotRegistered)
 	}
 	for spec.keepAlive() {
 		cs := t.idle[key]

@@ -21,7 +21,7 @@
 //
 // A text tool cannot run code: CallTool returns the template's content
 // itself, decoded as JSON when it parses (numbers as json.Number) and as
-// a string otherwise. The transport keeps no state: DeregisterManual does
+// a string otherwise. The transport keeps no state: Release does
 // nothing, and after Close, RegisterManual and CallTool fail with
 // unavailable.
 package text

@@ -102,9 +102,8 @@ func parseDocument(data []byte, opts manuals.OpenAPIOptions, log *slog.Logger) (
 	return m, nil
 }
 
-// DeregisterManual does nothing: the text transport keeps no per-manual
-// state.
-func (t *Transport) DeregisterManual(ctx context.Context, tmpl *utcp.CallTemplate) error {
+// Release does nothing: the text transport keeps no per-manual state.
+func (t *Transport) Release(ctx context.Context, tmpl *utcp.CallTemplate) error {
 	return nil
 }
 

@@ -16,7 +16,7 @@ import (
 // builds from cfg, marshalled into Options.Config (nil leaves it empty),
 // with a logger that discards; the transport is closed at cleanup. An
 // error fails t.
-func NewTransport[T transports.Transport](t testing.TB, newT func(transports.Options) (T, error), cfg map[string]any) T {
+func NewTransport[T interface{ Close() error }](t testing.TB, newT func(transports.Options) (T, error), cfg map[string]any) T {
 	t.Helper()
 	var raw json.RawMessage
 	if cfg != nil {
@@ -52,9 +52,15 @@ func CallOf(ct *utcp.CallTemplate, tool string, args map[string]any) *utcp.Call 
 	return &utcp.Call{Tool: ct.Name + "." + tool, Manual: ct.Name, Name: tool, Template: ct, Arguments: args}
 }
 
+// Caller is what Do needs of a transport: a transports.Transport, or one
+// wrapped by transports.Count.
+type Caller interface {
+	CallTool(ctx context.Context, call *utcp.Call) (*utcp.Result, error)
+}
+
 // Do calls tool of ct's manual on tr, giving it 20 seconds, and returns
 // the result's Value.
-func Do(t testing.TB, tr transports.Transport, ct *utcp.CallTemplate, tool string, args map[string]any) (any, error) {
+func Do(t testing.TB, tr Caller, ct *utcp.CallTemplate, tool string, args map[string]any) (any, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()

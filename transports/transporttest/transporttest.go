@@ -126,12 +126,14 @@ func (s *suite) run(t *testing.T, name string, fn func(t *testing.T)) {
 // env is one server plus one transport with the fixture manual registered.
 type env struct {
 	f      *fixture.Fixture
-	tr     transports.Transport
+	tr     transports.Counted
 	manual *utcp.CallTemplate
 	tools  map[string]*utcp.Tool // by short fixture name
 }
 
-func (s *suite) newTransport(t *testing.T) transports.Transport {
+// newTransport returns a new transport of the harness's type wrapped by
+// transports.Count, as the gateway uses it.
+func (s *suite) newTransport(t *testing.T) transports.Counted {
 	t.Helper()
 	opts := s.h.Options
 	if opts.Logger == nil {
@@ -141,7 +143,7 @@ func (s *suite) newTransport(t *testing.T) transports.Transport {
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
-	return tr
+	return transports.Count(s.h.Info.Type, tr)
 }
 
 func (s *suite) parse(t *testing.T, raw json.RawMessage) *utcp.CallTemplate {

@@ -80,9 +80,9 @@
 // Each call uses a connected socket of its own while it runs. Envelope
 // sockets whose call ended cleanly are kept (up to 64 per manual and
 // address) for later calls; other sockets are closed after their call.
-// RegisterManual counts a registration of the manual; DeregisterManual
-// undoes one and, when none is left, closes the manual's idle sockets;
-// later calls of that manual fail with manual_not_found until it is
-// registered again. Close closes every socket; calls in flight fail with
+// Release (called by transports.Count when the manual's last
+// registration ends; later calls of that manual then fail with
+// manual_not_found until it is registered again) closes the manual's idle
+// sockets. Close closes every socket; calls in flight fail with
 // unavailable. The transport starts no goroutines.
 package udp

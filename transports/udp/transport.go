@@ -65,21 +65,15 @@ type Transport struct {
 	dialer net.Dialer
 	seq    atomic.Uint64
 
-	mu      sync.Mutex
-	closed  bool
-	manuals map[string]*manualState
-	open    map[net.Conn]struct{}
-	idle    map[string][]net.Conn // envelope sockets by manual + "\x00" + address
+	mu     sync.Mutex
+	closed bool
+	open   map[net.Conn]struct{}
+	idle   map[string][]net.Conn // envelope sockets by manual + "\x00" + address
 }
 
 // maxIdle caps the idle envelope-mode sockets kept per manual and
 // address.
 const maxIdle = 64
-
-type manualState struct {
-	refs         int
-	deregistered bool
-}
 
 // New returns a udp Transport. It takes no configuration.
 func New(opts transports.Options) (*Transport, error) {
@@ -87,7 +81,7 @@ func New(opts transports.Options) (*Transport, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Transport{log: log, manuals: map[string]*manualState{}, open: map[net.Conn]struct{}{}, idle: map[string][]net.Conn{}}, nil
+	return &Transport{log: log, open: map[net.Conn]struct{}{}, idle: map[string][]net.Conn{}}, nil
 }
 
 var errClosed = utcp.NewError(utcp.CodeUnavailable, "udp: transport closed")
@@ -106,29 +100,22 @@ func (t *Transport) Close() error {
 	return nil
 }
 
-// DeregisterManual undoes one RegisterManual of the manual; when none is
-// left, later calls of the manual fail with manual_not_found until it is
-// registered again. It is idempotent.
-func (t *Transport) DeregisterManual(_ context.Context, tmpl *utcp.CallTemplate) error {
+// Release closes the manual's idle sockets (transports.Count calls it
+// when the manual's last registration ends).
+func (t *Transport) Release(_ context.Context, tmpl *utcp.CallTemplate) error {
 	if tmpl == nil {
 		return nil
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if st := t.manuals[tmpl.Name]; st != nil && st.refs > 0 {
-		st.refs--
-		st.deregistered = st.refs == 0
-	}
-	if st := t.manuals[tmpl.Name]; st != nil && st.deregistered {
-		prefix := tmpl.Name + "\x00"
-		for k, cs := range t.idle {
-			if strings.HasPrefix(k, prefix) {
-				for _, c := range cs {
-					_ = c.Close()
-					delete(t.open, c)
-				}
-				delete(t.idle, k)
+	prefix := tmpl.Name + "\x00"
+	for k, cs := range t.idle {
+		if strings.HasPrefix(k, prefix) {
+			for _, c := range cs {
+				_ = c.Close()
+				delete(t.open, c)
 			}
+			delete(t.idle, k)
 		}
 	}
 	return nil
@@ -175,13 +162,6 @@ func (t *Transport) RegisterManual(ctx context.Context, tmpl *utcp.CallTemplate)
 	if t.closed {
 		return nil, errClosed
 	}
-	st := t.manuals[tmpl.Name]
-	if st == nil {
-		st = &manualState{}
-		t.manuals[tmpl.Name] = st
-	}
-	st.refs++
-	st.deregistered = false
 	return m, nil
 }
 
@@ -290,13 +270,6 @@ func (t *Transport) start(ctx context.Context, call *utcp.Call) (*exchange, erro
 	}
 	if err := checkHost(spec); err != nil {
 		return nil, err
-	}
-	t.mu.Lock()
-	st := t.manuals[call.Manual]
-	gone := st != nil && st.deregistered
-	t.mu.Unlock()
-	if gone {
-		return nil, utcp.Errorf(utcp.CodeManualNotFound, "udp: manual %q was deregistered: %w", call.Manual, transports.ErrNotRegistered)
 	}
 	var payload []byte
 	var id string

@@ -105,10 +105,10 @@
 // are discovery_failed at registration and transport_error for a call,
 // naming the signaling server.
 //
-// RegisterManual counts a registration of the manual; DeregisterManual
-// undoes one and, when none is left, closes the manual's peer connection
-// and waits until pion's goroutines of it have ended; calls of that
-// manual then fail with manual_not_found until it is registered again.
+// Release (called by transports.Count when the manual's last
+// registration ends; calls of that manual then fail with manual_not_found
+// until it is registered again) closes the manual's peer connection and
+// waits until pion's goroutines of it have ended.
 // Calls of a manual the transport never registered are served. Close
 // closes every peer connection, fails the calls in flight with
 // unavailable, and waits for every goroutine of the transport to end.

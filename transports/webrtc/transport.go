@@ -79,12 +79,11 @@ type Transport struct {
 	tokens transports.TokenSource
 	log    *slog.Logger
 
-	mu      sync.Mutex
-	closed  bool
-	slots   transports.Slots[*peer] // by connKey
-	manuals transports.ManualRefs   // by manual name
-	peers   map[*peer]struct{}      // every peer connection not yet torn down
-	wg      sync.WaitGroup          // peer connection goroutines
+	mu     sync.Mutex
+	closed bool
+	slots  transports.Slots[*peer] // by connKey
+	peers  map[*peer]struct{}      // every peer connection not yet torn down
+	wg     sync.WaitGroup          // peer connection goroutines
 }
 
 // New returns a webrtc Transport configured by opts.Config (a Config,
@@ -117,14 +116,13 @@ func New(opts transports.Options) (*Transport, error) {
 		return nil, utcp.NewError(utcp.CodeInvalidConfig, "webrtc transport configuration: %v", err)
 	}
 	t := &Transport{
-		cfg:     cfg,
-		api:     api,
-		client:  transports.NewHTTPClient(transports.ClientOptions{}),
-		tokens:  opts.Tokens,
-		log:     log,
-		slots:   transports.Slots[*peer]{},
-		manuals: transports.ManualRefs{},
-		peers:   map[*peer]struct{}{},
+		cfg:    cfg,
+		api:    api,
+		client: transports.NewHTTPClient(transports.ClientOptions{}),
+		tokens: opts.Tokens,
+		log:    log,
+		slots:  transports.Slots[*peer]{},
+		peers:  map[*peer]struct{}{},
 	}
 	if t.tokens == nil {
 		t.tokens = transports.NewTokenCache(nil)
@@ -137,8 +135,6 @@ var (
 	errClosed = utcp.NewError(utcp.CodeUnavailable, "webrtc: transport closed")
 	// errStreamClosed ends a stream its caller closed.
 	errStreamClosed = utcp.NewError(utcp.CodeCanceled, "webrtc: stream closed")
-	// errDone closes a peer connection opened by a discovery that failed.
-	errDone = &utcp.TransportError{Err: errors.New("webrtc: peer connection closed: no call needs it")}
 )
 
 func errDeregistered(manual string) error {
@@ -169,21 +165,17 @@ func (t *Transport) Close() error {
 	return nil
 }
 
-// DeregisterManual balances one RegisterManual of tmpl's manual. When none
-// is left, it closes the manual's peer connections, waiting until their
-// goroutines have ended (or ctx ends), and later calls of the manual fail
-// with manual_not_found until it is registered again. It is idempotent.
-func (t *Transport) DeregisterManual(ctx context.Context, tmpl *utcp.CallTemplate) error {
+// Release closes the manual's connections, waiting for their goroutines
+// (transports.Count calls it when the manual's last registration ends,
+// and after a discovery that failed while the manual held none, so that
+// no connection nobody registered stays open).
+func (t *Transport) Release(ctx context.Context, tmpl *utcp.CallTemplate) error {
 	if tmpl == nil {
 		return nil
 	}
 	name := tmpl.Name
 	t.mu.Lock()
 	if t.closed {
-		t.mu.Unlock()
-		return nil
-	}
-	if !t.manuals.Release(name) {
 		t.mu.Unlock()
 		return nil
 	}
@@ -201,9 +193,8 @@ func (t *Transport) DeregisterManual(ctx context.Context, tmpl *utcp.CallTemplat
 // the offer or answers something unusable, a tool_error answer, or no
 // answer within the template's timeout is discovery_failed; a connection
 // that does not open within connect_timeout is timeout; a URL refused by
-// transports.CheckURL is invalid_template. Success counts one
-// registration of the manual (see DeregisterManual) and keeps the peer
-// connection open for its calls.
+// transports.CheckURL is invalid_template. Success keeps the peer
+// connection open for the manual's calls until Release.
 func (t *Transport) RegisterManual(ctx context.Context, tmpl *utcp.CallTemplate) (*utcp.Manual, error) {
 	spec, auth, err := specOf(tmpl)
 	if err != nil {
@@ -215,18 +206,8 @@ func (t *Transport) RegisterManual(ctx context.Context, tmpl *utcp.CallTemplate)
 		t.mu.Unlock()
 		return nil, errClosed
 	}
-	if err == nil {
-		t.manuals.Hold(tmpl.Name)
-		t.mu.Unlock()
-		return m, nil
-	}
-	var victims []*transports.Slot[*peer]
-	if !t.manuals.Held(tmpl.Name) {
-		victims = t.slots.Take(tmpl.Name) // do not keep a connection nobody registered
-	}
 	t.mu.Unlock()
-	transports.CloseSlots(ctx, victims, errDone)
-	return nil, err
+	return m, err
 }
 
 func (t *Transport) discover(ctx context.Context, manual string, spec *Template, auth *utcp.Auth) (*utcp.Manual, error) {
@@ -241,7 +222,7 @@ func (t *Transport) discover(ctx context.Context, manual string, spec *Template,
 		}
 		return fail("%w", err)
 	}
-	p, err := t.acquire(ctx, manual, spec, auth, true)
+	p, err := t.acquire(ctx, manual, spec, auth)
 	if err != nil {
 		return nil, wrap(err)
 	}
@@ -348,7 +329,7 @@ func (t *Transport) start(ctx context.Context, call *utcp.Call) (*stream, error)
 		args = map[string]any{}
 	}
 	for attempt := 0; ; attempt++ {
-		p, err := t.acquire(ctx, call.Manual, spec, auth, false)
+		p, err := t.acquire(ctx, call.Manual, spec, auth)
 		if err != nil {
 			return nil, err
 		}
@@ -386,17 +367,12 @@ type toolCall struct {
 
 // acquire returns the manual's shared peer connection, connecting when
 // there is none (waiting out the backoff after failed attempts).
-// discovering lets RegisterManual reach a deregistered manual.
-func (t *Transport) acquire(ctx context.Context, manual string, spec *Template, auth *utcp.Auth, discovering bool) (*peer, error) {
+func (t *Transport) acquire(ctx context.Context, manual string, spec *Template, auth *utcp.Auth) (*peer, error) {
 	key := connKey(manual, spec, auth)
 	t.mu.Lock()
 	if t.closed {
 		t.mu.Unlock()
 		return nil, errClosed
-	}
-	if !discovering && t.manuals.Deregistered(manual) {
-		t.mu.Unlock()
-		return nil, errDeregistered(manual)
 	}
 	s := t.slots.Get(key, manual)
 	t.mu.Unlock()

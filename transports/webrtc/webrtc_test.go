@@ -71,18 +71,24 @@ func parse(t testing.TB, fields map[string]any) *utcp.CallTemplate {
 	return &tmpl
 }
 
-func callCtx(ctx context.Context, tr *webrtc.Transport, tmpl *utcp.CallTemplate, tool string, args map[string]any) (*utcp.Result, error) {
+// manualCaller is a *webrtc.Transport, or one wrapped by transports.Count.
+type manualCaller interface {
+	RegisterManual(ctx context.Context, tmpl *utcp.CallTemplate) (*utcp.Manual, error)
+	CallTool(ctx context.Context, call *utcp.Call) (*utcp.Result, error)
+}
+
+func callCtx(ctx context.Context, tr manualCaller, tmpl *utcp.CallTemplate, tool string, args map[string]any) (*utcp.Result, error) {
 	return tr.CallTool(ctx, &utcp.Call{Tool: tmpl.Name + "." + tool, Manual: tmpl.Name, Name: tool, Template: tmpl, Arguments: args})
 }
 
-func call(t *testing.T, tr *webrtc.Transport, tmpl *utcp.CallTemplate, tool string, args map[string]any) (*utcp.Result, error) {
+func call(t *testing.T, tr manualCaller, tmpl *utcp.CallTemplate, tool string, args map[string]any) (*utcp.Result, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
 	return callCtx(ctx, tr, tmpl, tool, args)
 }
 
-func register(t *testing.T, tr *webrtc.Transport, tmpl *utcp.CallTemplate) (*utcp.Manual, error) {
+func register(t *testing.T, tr manualCaller, tmpl *utcp.CallTemplate) (*utcp.Manual, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
@@ -481,7 +487,7 @@ func TestNoLeaksAfterDeregister(t *testing.T) {
 			if ws {
 				u = wsURL
 			}
-			tr := newTransport(t, nil)
+			tr := transports.Count(webrtc.Type, newTransport(t, nil))
 			ignore := goleak.IgnoreCurrent()
 			tmpl := parse(t, map[string]any{"signaling_server": u})
 			if _, err := register(t, tr, tmpl); err != nil {
@@ -590,7 +596,7 @@ func BenchmarkConnect(b *testing.B) {
 			if ws {
 				u = wsURL
 			}
-			tr := newTransport(b, nil)
+			tr := transports.Count(webrtc.Type, newTransport(b, nil))
 			tmpl := parse(b, map[string]any{"name": "bench", "signaling_server": u})
 			b.ResetTimer()
 			for b.Loop() {

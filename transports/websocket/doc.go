@@ -101,10 +101,9 @@
 // With keep_alive false, each call opens its own connection and closes it
 // afterwards.
 //
-// RegisterManual counts a registration of the manual; DeregisterManual
-// undoes one, and when none is left closes the manual's connections, after
-// which calls of that manual fail with manual_not_found until it is
-// registered again. Calls of a manual the transport never registered (a
+// Release (called by transports.Count when the manual's last
+// registration ends; calls of that manual then fail with manual_not_found
+// until it is registered again) closes the manual's connections. Calls of a manual the transport never registered (a
 // tool whose manual has another call_template_type) are served. Close
 // closes every connection, fails the calls in flight with unavailable, and
 // waits for every goroutine of the transport to end.

@@ -142,12 +142,11 @@ type Transport struct {
 	pingEvery time.Duration
 	idleAfter time.Duration
 
-	mu      sync.Mutex
-	closed  bool
-	slots   transports.Slots[*conn] // by connKey
-	manuals transports.ManualRefs   // by manual name
-	conns   map[*conn]struct{}      // every open connection
-	wg      sync.WaitGroup          // connection goroutines
+	mu     sync.Mutex
+	closed bool
+	slots  transports.Slots[*conn] // by connKey
+	conns  map[*conn]struct{}      // every open connection
+	wg     sync.WaitGroup          // connection goroutines
 }
 
 // New returns a websocket Transport configured by opts.Config (a Config,
@@ -176,7 +175,6 @@ func New(opts transports.Options) (*Transport, error) {
 		pingEvery: time.Duration(cfg.PingInterval * float64(time.Millisecond)),
 		idleAfter: time.Duration(cfg.IdleTimeout * float64(time.Millisecond)),
 		slots:     transports.Slots[*conn]{},
-		manuals:   transports.ManualRefs{},
 		conns:     map[*conn]struct{}{},
 	}
 	if t.pingEvery == 0 {
@@ -198,8 +196,7 @@ var (
 	errStreamClosed = utcp.NewError(utcp.CodeCanceled, "websocket: stream closed")
 	// errIdle closes a connection unused for IdleTimeout.
 	errIdle = &utcp.TransportError{Err: errors.New("websocket: connection closed after being idle")}
-	// errDone closes a per-call connection after its call, and a
-	// connection opened by a discovery that failed.
+	// errDone closes a per-call connection after its call.
 	errDone = &utcp.TransportError{Err: errors.New("websocket: connection closed: no call needs it")}
 	// errAbandoned closes a message-mode connection whose call ended
 	// early: late answers could otherwise reach the next call.
@@ -233,22 +230,17 @@ func (t *Transport) Close() error {
 	return nil
 }
 
-// DeregisterManual balances one RegisterManual of tmpl's manual. When none
-// is left, it closes the manual's connections (waiting for their
-// goroutines) and later calls of the manual fail with manual_not_found
-// until it is registered again. It is idempotent: with no registration
-// left it only makes sure the connections are closed.
-func (t *Transport) DeregisterManual(ctx context.Context, tmpl *utcp.CallTemplate) error {
+// Release closes the manual's connections, waiting for their goroutines
+// (transports.Count calls it when the manual's last registration ends,
+// and after a discovery that failed while the manual held none, so that
+// no connection nobody registered stays open).
+func (t *Transport) Release(ctx context.Context, tmpl *utcp.CallTemplate) error {
 	if tmpl == nil {
 		return nil
 	}
 	name := tmpl.Name
 	t.mu.Lock()
 	if t.closed {
-		t.mu.Unlock()
-		return nil
-	}
-	if !t.manuals.Release(name) {
 		t.mu.Unlock()
 		return nil
 	}
@@ -266,8 +258,8 @@ func (t *Transport) DeregisterManual(ctx context.Context, tmpl *utcp.CallTemplat
 // error frame (a server without a manual to offer), any other answer, no
 // answer before the template's timeout, or a connection failure is
 // discovery_failed; a URL refused by transports.CheckURL is
-// invalid_template. Success counts one registration of the manual (see
-// DeregisterManual) and keeps the connection open for its calls.
+// invalid_template. Success keeps the connection open for the manual's
+// calls until Release.
 func (t *Transport) RegisterManual(ctx context.Context, tmpl *utcp.CallTemplate) (*utcp.Manual, error) {
 	spec, auth, err := specOf(tmpl)
 	if err != nil {
@@ -279,18 +271,8 @@ func (t *Transport) RegisterManual(ctx context.Context, tmpl *utcp.CallTemplate)
 		t.mu.Unlock()
 		return nil, errClosed
 	}
-	if err == nil {
-		t.manuals.Hold(tmpl.Name)
-		t.mu.Unlock()
-		return m, nil
-	}
-	var victims []*transports.Slot[*conn]
-	if !t.manuals.Held(tmpl.Name) {
-		victims = t.slots.Take(tmpl.Name) // do not keep a connection nobody registered
-	}
 	t.mu.Unlock()
-	transports.CloseSlots(ctx, victims, errDone)
-	return nil, err
+	return m, err
 }
 
 func (t *Transport) discover(ctx context.Context, manual string, spec *Template, auth *utcp.Auth) (*utcp.Manual, error) {
@@ -307,7 +289,7 @@ func (t *Transport) discover(ctx context.Context, manual string, spec *Template,
 		}
 		return fail("%w", err)
 	}
-	c, release, err := t.acquire(ctx, manual, spec, auth, true, true)
+	c, release, err := t.acquire(ctx, manual, spec, auth, true)
 	if err != nil {
 		return nil, wrap(err)
 	}
@@ -435,7 +417,7 @@ func (t *Transport) start(ctx context.Context, call *utcp.Call) (*stream, error)
 	ctx, cancel := context.WithTimeout(ctx, spec.timeout())
 	s := &stream{format: spec.ResponseFormat, envelope: spec.envelope(), ctx: ctx, cancel: cancel}
 	for attempt := 0; ; attempt++ {
-		c, release, err := t.acquire(ctx, call.Manual, spec, auth, false, spec.envelope())
+		c, release, err := t.acquire(ctx, call.Manual, spec, auth, spec.envelope())
 		if err != nil {
 			cancel()
 			return nil, err
@@ -481,8 +463,7 @@ func (t *Transport) start(ctx context.Context, call *utcp.Call) (*stream, error)
 // acquire returns a connection for a call of manual: the manual's shared
 // one (dialled when there is none, waiting out the backoff after failed
 // dials), or with keep_alive false a new one that release closes.
-// discovering lets RegisterManual reach a deregistered manual.
-func (t *Transport) acquire(ctx context.Context, manual string, spec *Template, auth *utcp.Auth, discovering, envelope bool) (*conn, func(), error) {
+func (t *Transport) acquire(ctx context.Context, manual string, spec *Template, auth *utcp.Auth, envelope bool) (*conn, func(), error) {
 	if !spec.keepAlive() {
 		c, err := t.dial(ctx, spec, auth, envelope, nil)
 		if err != nil {
@@ -498,10 +479,6 @@ func (t *Transport) acquire(ctx context.Context, manual string, spec *Template, 
 	if t.closed {
 		t.mu.Unlock()
 		return nil, nil, errClosed
-	}
-	if !discovering && t.manuals.Deregistered(manual) {
-		t.mu.Unlock()
-		return nil, nil, errDeregistered(manual)
 	}
 	s := t.slots.Get(key, manual)
 	t.mu.Unlock()

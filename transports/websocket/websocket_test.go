@@ -40,7 +40,7 @@ func callOf(ct *utcp.CallTemplate, tool string, args map[string]any) *utcp.Call 
 	return transporttest.CallOf(ct, tool, args)
 }
 
-func do(t testing.TB, tr *websocket.Transport, ct *utcp.CallTemplate, tool string, args map[string]any) (any, error) {
+func do(t testing.TB, tr transporttest.Caller, ct *utcp.CallTemplate, tool string, args map[string]any) (any, error) {
 	t.Helper()
 	return transporttest.Do(t, tr, ct, tool, args)
 }
@@ -469,7 +469,7 @@ func TestTemplateValidation(t *testing.T) {
 func TestDeregisterClosesConnection(t *testing.T) {
 	f := fixture.New()
 	srv, url := serveFixture(t, f, websocketserver.Options{})
-	tr := newTransport(t, nil)
+	tr := transports.Count(websocket.Type, newTransport(t, nil))
 	ct := tmpl(t, map[string]any{"url": url})
 	if _, err := tr.RegisterManual(t.Context(), ct); err != nil {
 		t.Fatal(err)
