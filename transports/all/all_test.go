@@ -34,6 +34,12 @@ func TestEveryTransportIsComplete(t *testing.T) {
 			if info.Template == nil {
 				t.Errorf("Info.Template is not set: field lists and did-you-mean hints need it")
 			}
+			// One shape for every transport folder (CONTRIBUTING.md).
+			for _, f := range []string{"doc.go", "template.go", "transport.go"} {
+				if _, err := os.Stat(filepath.Join(root, "transports", dir(typ), f)); err != nil {
+					t.Errorf("transports/%s has no %s (every transport folder has doc.go, template.go, transport.go)", dir(typ), f)
+				}
+			}
 			conf, err := os.ReadFile(filepath.Join(root, "transports", dir(typ), "conformance_test.go"))
 			if err != nil {
 				t.Errorf("no conformance test: %v", err)
