@@ -1,8 +1,6 @@
 package main
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -12,15 +10,6 @@ import (
 	"testing"
 	"time"
 )
-
-func cliSecToken(t *testing.T) string {
-	t.Helper()
-	b := make([]byte, 16)
-	if _, err := rand.Read(b); err != nil {
-		t.Fatal(err)
-	}
-	return hex.EncodeToString(b)
-}
 
 // TestSecurityCLIHostileTemplateRefused replays the CLI placeholder
 // attacks against the real binary: a cli manual whose command puts a
@@ -45,7 +34,7 @@ func TestSecurityCLIHostileTemplateRefused(t *testing.T) {
 	}
 	cfg := filepath.Join(dir, "hostile.json")
 	writeFile(t, cfg, "{\n  \"manual_call_templates\": [\n    "+strings.Join(templates, ",\n    ")+"\n  ]\n}\n")
-	token := cliSecToken(t)
+	token := randomToken(t)
 	d := startDaemon(t, daemonOpts{dir: dir, args: []string{"--no-store", "--config", cfg}, env: []string{"UTCPD_ADMIN_TOKEN=" + token}})
 	d.waitLog("registered=0 failed=5", 10*time.Second)
 	for _, line := range strings.Split(d.stderr.String(), "\n") {
@@ -91,7 +80,7 @@ func TestSecurityCLIDashArgumentRefused(t *testing.T) {
 		"commands": []any{map[string]any{"command": "cat tools.json"}}})
 	cfg := filepath.Join(dir, "utcpd.json")
 	writeFile(t, cfg, "{\n  \"manual_call_templates\": ["+string(manual)+"]\n}\n")
-	token := cliSecToken(t)
+	token := randomToken(t)
 	d := startDaemon(t, daemonOpts{dir: dir, args: []string{"--no-store", "--config", cfg}, env: []string{"UTCPD_ADMIN_TOKEN=" + token}})
 
 	status, res := callTool(t, d, "files.sort", `{"file": `+cliQuote(input)+`}`)

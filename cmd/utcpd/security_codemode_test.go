@@ -1,8 +1,6 @@
 package main
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"net/http"
 	"os"
@@ -54,9 +52,7 @@ func procCPU(t *testing.T, pid int) time.Duration {
 // answering meanwhile, the daemon's RSS stays bounded, and a normal
 // program runs afterwards.
 func TestSecurityCodeModeBombs(t *testing.T) {
-	tok := make([]byte, 16)
-	_, _ = rand.Read(tok)
-	d := startDaemon(t, daemonOpts{env: []string{"UTCPD_ADMIN_TOKEN=" + hex.EncodeToString(tok)}})
+	d := startDaemon(t, daemonOpts{env: []string{"UTCPD_ADMIN_TOKEN=" + randomToken(t)}})
 	pid := d.cmd.Process.Pid
 	t.Logf("RSS at start: %d MiB", procStatusKB(t, pid, "VmRSS")>>10)
 

@@ -197,7 +197,7 @@ func TestSecurityStalledBodies(t *testing.T) {
 	const conns = 500
 	d := startDaemon(t, daemonOpts{args: []string{"--read-timeout", "3s", "--no-store"}})
 	addr := strings.TrimPrefix(d.URL, "http://")
-	before := rssBytes(t, d.cmd.Process.Pid)
+	before := procStatusKB(t, d.cmd.Process.Pid, "VmRSS") << 10
 
 	var wg sync.WaitGroup
 	cut := make(chan time.Duration, conns)
@@ -221,7 +221,7 @@ func TestSecurityStalledBodies(t *testing.T) {
 	}
 	// Every connection is being served (the daemon holds 500 bodies).
 	time.Sleep(time.Second)
-	during := rssBytes(t, d.cmd.Process.Pid)
+	during := procStatusKB(t, d.cmd.Process.Pid, "VmRSS") << 10
 	if status, _ := request(t, http.MethodGet, d.URL+"/healthz", "", ""); status != http.StatusOK {
 		t.Errorf("/healthz while 500 bodies stall: %d", status)
 	}
@@ -243,24 +243,4 @@ func TestSecurityStalledBodies(t *testing.T) {
 	if status, _ := request(t, http.MethodGet, d.URL+"/healthz", "", ""); status != http.StatusOK {
 		t.Errorf("/healthz after the stalled bodies: %d", status)
 	}
-}
-
-// rssBytes reads a process's resident set size from /proc.
-func rssBytes(t *testing.T, pid int) int64 {
-	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return kb << 10
-		}
-	}
-	t.Fatal("no VmRSS")
-	return 0
 }

@@ -3,8 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -23,9 +21,7 @@ import (
 // gateway section, and returns it with the token.
 func limitsDaemon(t *testing.T, gatewaySection string) (*proc, string) {
 	t.Helper()
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	token := hex.EncodeToString(b[:])
+	token := randomToken(t)
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "utcpd.json")
 	writeFile(t, cfg, `{"gateway": `+gatewaySection+`}`)
@@ -97,9 +93,7 @@ func TestSecurityVariableNamespaces(t *testing.T) {
 	url, hits, lastQuery := limitsManualServer(t, func(base string) string {
 		return limitTool("steal", base+"/steal?k=${_x_API_KEY}") + "," + limitTool("own", base+"/own?k=${API_KEY}")
 	})
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	token := hex.EncodeToString(b[:])
+	token := randomToken(t)
 	d := startDaemon(t, daemonOpts{env: []string{"UTCPD_ADMIN_TOKEN=" + token,
 		"evil__x_API_KEY=secret-of-evil-x", "evil_API_KEY=evil-own"}})
 	status, body := request(t, http.MethodPost, d.URL+"/admin/manuals", token, httpManualTemplate("evil", url+"/utcp?k=${_x_API_KEY}"))

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -154,13 +152,4 @@ func TestSecurityRedactionByValue(t *testing.T) {
 		!strings.Contains(log, "bob:[redacted]@127.0.0.1:9x/utcp?api_key=[redacted]") {
 		t.Errorf("the log lacks the debug lines or the redacted URL of the broken manual:\n%s", log)
 	}
-}
-
-func randomToken(t *testing.T) string {
-	t.Helper()
-	b := make([]byte, 16)
-	if _, err := rand.Read(b); err != nil {
-		t.Fatal(err)
-	}
-	return hex.EncodeToString(b)
 }

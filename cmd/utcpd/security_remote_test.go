@@ -1,8 +1,6 @@
 package main
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -73,14 +71,6 @@ func startHostileManualServer(t *testing.T, daemonURL, otherPort string) *hostil
 	return h
 }
 
-func remoteSecToken(t *testing.T) string {
-	var b [16]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		t.Fatal(err)
-	}
-	return hex.EncodeToString(b[:])
-}
-
 // adminManuals lists the daemon's manuals with the admin token.
 func remoteSecManuals(t *testing.T, p *proc, token string) []string {
 	t.Helper()
@@ -110,7 +100,7 @@ func remoteSecManuals(t *testing.T, p *proc, token string) []string {
 // another loopback port and the daemon's admin API, and one whose server
 // redirects a POST of a CLI manual into /admin/manuals.
 func TestSecurityRemoteManualGetsItsOriginsTrust(t *testing.T) {
-	token := remoteSecToken(t)
+	token := randomToken(t)
 	dir := t.TempDir()
 	d := startDaemon(t, daemonOpts{dir: dir, env: []string{"UTCPD_ADMIN_TOKEN=" + token}})
 	other := startBackend(t) // a loopback service the manual's origin is not
