@@ -51,6 +51,7 @@ var allowed = []struct {
 	{"internal/shellword", nil},
 	{"internal/pgtest", []string{"utcp"}},
 	{"internal/e2e", nil},
+	{"internal/mcpconformance", nil}, // tests only
 	{"internal/loadgen", nil},
 	{"internal/protogen", nil},
 
