@@ -28,18 +28,18 @@ var allowed = []struct {
 	{"manuals", []string{"utcp"}},
 	{"registry/...", []string{"registry", "utcp"}},
 
-	{"transports", []string{"utcp", "manuals", "internal/netguard"}},
+	{"transports", []string{"utcp", "manuals", "internal/netguard", "internal/jsonx"}},
 	{"transports/all", []string{"transports/*"}},
 	{"transports/transporttest", []string{"transports", "transports/transporttest/fixture", "utcp"}},
 	{"transports/transporttest/fixture", []string{"utcp"}},
 	// cli shares the bash lexer with holguard.
-	{"transports/cli", []string{"transports", "utcp", "manuals", "internal/netguard", "internal/shellword"}},
-	{"transports/*", []string{"transports", "utcp", "manuals", "internal/netguard"}},
+	{"transports/cli", []string{"transports", "utcp", "manuals", "internal/netguard", "internal/jsonx", "internal/shellword"}},
+	{"transports/*", []string{"transports", "utcp", "manuals", "internal/netguard", "internal/jsonx"}},
 
 	{"guard/holguard", []string{"guard/...", "utcp", "internal/shellword"}},
 	{"guard/...", []string{"guard/...", "utcp"}},
 	{"gateway/...", []string{"gateway/...", "guard", "guard/review", "registry", "manuals", "transports", "utcp", "internal/netguard"}},
-	{"api/...", []string{"api/...", "gateway/...", "guard/review", "registry", "transports", "utcp"}},
+	{"api/...", []string{"api/...", "gateway/...", "guard/review", "registry", "transports", "utcp", "internal/jsonx"}},
 	{"store/...", []string{"store/...", "gateway/audit", "guard/review", "registry", "utcp"}},
 	// The demo servers speak each protocol for the conformance suite;
 	// tcp, udp and webrtc servers still share the client's wire code.
@@ -48,6 +48,7 @@ var allowed = []struct {
 	{"proto/...", nil},
 
 	{"internal/netguard", []string{"utcp"}},
+	{"internal/jsonx", nil},
 	{"internal/shellword", nil},
 	{"internal/pgtest", []string{"utcp"}},
 	{"internal/e2e", nil},

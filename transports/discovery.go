@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 
+	"github.com/utcpd/utcpd/internal/jsonx"
 	"github.com/utcpd/utcpd/utcp"
 )
 
@@ -62,7 +63,7 @@ func FetchManual(ctx context.Context, client *http.Client, tokens TokenSource, l
 		return nil, fail("reading the response: %w", err)
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return nil, fail("HTTP %d %s: %s", resp.StatusCode, http.StatusText(resp.StatusCode), Excerpt(body)).WithDetail("status", resp.StatusCode)
+		return nil, fail("HTTP %d %s: %s", resp.StatusCode, http.StatusText(resp.StatusCode), jsonx.Excerpt(body)).WithDetail("status", resp.StatusCode)
 	}
 	m, warnings, err := ParseManual(ctx, body)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"log/slog"
 
+	"github.com/utcpd/utcpd/internal/jsonx"
 	"github.com/utcpd/utcpd/manuals"
 	"github.com/utcpd/utcpd/utcp"
 )
@@ -16,7 +17,7 @@ func EnvelopeCall(prefix, id, tool string, args map[string]any) ([]byte, error) 
 	if args == nil {
 		args = map[string]any{}
 	}
-	payload, err := MarshalJSON(Frame{Type: FrameCall, ID: id, Tool: tool, Arguments: args})
+	payload, err := jsonx.Marshal(Frame{Type: FrameCall, ID: id, Tool: tool, Arguments: args})
 	if err != nil {
 		return nil, utcp.NewError(utcp.CodeInvalidArguments, "%s: arguments are not JSON: %v", prefix, err)
 	}
@@ -36,7 +37,7 @@ func SocketManual(data []byte, fail func(format string, args ...any) *utcp.Error
 		Error  json.RawMessage `json:"error"`
 	}
 	if json.Unmarshal(data, &head) != nil {
-		return nil, fail("the answer is not JSON: %s", Excerpt(data))
+		return nil, fail("the answer is not JSON: %s", jsonx.Excerpt(data))
 	}
 	raw := json.RawMessage(data)
 	switch head.Type {

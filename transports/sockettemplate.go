@@ -1,7 +1,6 @@
 package transports
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -45,17 +44,6 @@ func ValidateSocketTemplate(host string, port int, timeout float64, requestForma
 		}
 	}
 	return nil
-}
-
-// ExplicitNull reports whether raw, a JSON object, sets field to null
-// (rather than leaving it out).
-func ExplicitNull(raw json.RawMessage, field string) bool {
-	var probe map[string]json.RawMessage
-	if json.Unmarshal(raw, &probe) != nil {
-		return false
-	}
-	v, ok := probe[field]
-	return ok && string(v) == "null"
 }
 
 // CheckSocketHost refuses a host that is not loopback unless

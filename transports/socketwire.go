@@ -10,6 +10,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/utcpd/utcpd/internal/jsonx"
 	"github.com/utcpd/utcpd/utcp"
 )
 
@@ -85,7 +86,7 @@ func DecodeWireError(raw json.RawMessage) *WireError {
 	if json.Unmarshal(raw, &e) != nil {
 		return &WireError{Message: string(bytes.TrimSpace(raw))}
 	}
-	return &WireError{Code: e.Code, Message: e.Message, Data: DecodeOptionalJSON(e.Data)}
+	return &WireError{Code: e.Code, Message: e.Message, Data: jsonx.DecodeOptional(e.Data)}
 }
 
 // CallError turns an error frame into the call's error: tool_not_found
@@ -115,15 +116,6 @@ func FrameID(raw json.RawMessage) string {
 	return string(bytes.TrimSpace(raw))
 }
 
-// DecodeOptionalJSON decodes raw as DecodeJSONValue does; empty is nil.
-func DecodeOptionalJSON(raw json.RawMessage) any {
-	if len(raw) == 0 {
-		return nil
-	}
-	v, _ := DecodeJSONValue(raw)
-	return v
-}
-
 // ConvertResponse turns an answer that is not an envelope into a value by
 // response_format: "json" (an error when it is not JSON), "text", "raw"
 // (base64); any other format takes JSON when it parses, else UTF-8 text,
@@ -131,9 +123,9 @@ func DecodeOptionalJSON(raw json.RawMessage) any {
 func ConvertResponse(prefix, format string, data []byte) (any, error) {
 	switch format {
 	case "json":
-		v, ok := DecodeJSONValue(data)
+		v, ok := jsonx.DecodeValue(data)
 		if !ok {
-			return nil, &utcp.TransportError{Err: fmt.Errorf("%s: response_format is json but the answer is not JSON: %s", prefix, Excerpt(data))}
+			return nil, &utcp.TransportError{Err: fmt.Errorf("%s: response_format is json but the answer is not JSON: %s", prefix, jsonx.Excerpt(data))}
 		}
 		return v, nil
 	case "text":
@@ -141,7 +133,7 @@ func ConvertResponse(prefix, format string, data []byte) (any, error) {
 	case "raw":
 		return base64.StdEncoding.EncodeToString(data), nil
 	}
-	if v, ok := DecodeJSONValue(data); ok {
+	if v, ok := jsonx.DecodeValue(data); ok {
 		return v, nil
 	}
 	if utf8.Valid(data) {
@@ -157,7 +149,7 @@ var socketPlaceholder = regexp.MustCompile(`UTCP_ARG_([A-Za-z0-9_.\-]+?)_UTCP_(?
 // RenderSocketRequest builds a request payload without the envelope:
 // format "json" (or anything but "text") is the arguments as a compact
 // JSON object; format "text" replaces each placeholder of tmpl by the
-// argument as text (ArgString), or, when tmpl is empty, joins the
+// argument as text (jsonx.ArgString), or, when tmpl is empty, joins the
 // argument values by spaces in the order of their names. A placeholder
 // naming a missing argument is an invalid_arguments error naming it.
 func RenderSocketRequest(prefix, format, tmpl string, args map[string]any) ([]byte, error) {
@@ -165,7 +157,7 @@ func RenderSocketRequest(prefix, format, tmpl string, args map[string]any) ([]by
 		if args == nil {
 			args = map[string]any{}
 		}
-		return MarshalJSON(args)
+		return jsonx.Marshal(args)
 	}
 	if tmpl == "" {
 		names := make([]string, 0, len(args))
@@ -175,7 +167,7 @@ func RenderSocketRequest(prefix, format, tmpl string, args map[string]any) ([]by
 		sort.Strings(names)
 		parts := make([]string, 0, len(names))
 		for _, k := range names {
-			if s, ok := ArgString(args[k]); ok {
+			if s, ok := jsonx.ArgString(args[k]); ok {
 				parts = append(parts, s)
 			}
 		}
@@ -184,7 +176,7 @@ func RenderSocketRequest(prefix, format, tmpl string, args map[string]any) ([]by
 	var missing error
 	out := socketPlaceholder.ReplaceAllStringFunc(tmpl, func(m string) string {
 		name := socketPlaceholder.FindStringSubmatch(m)[1]
-		s, ok := ArgString(args[name])
+		s, ok := jsonx.ArgString(args[name])
 		if !ok && missing == nil {
 			missing = utcp.NewError(utcp.CodeInvalidArguments, "%s: request_data_template needs argument %q, which the call does not have", prefix, name).WithDetail("missing", []string{name})
 		}

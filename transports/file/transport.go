@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"sync/atomic"
 
+	"github.com/utcpd/utcpd/internal/jsonx"
 	"github.com/utcpd/utcpd/manuals"
 	"github.com/utcpd/utcpd/transports"
 	"github.com/utcpd/utcpd/utcp"
@@ -169,7 +170,7 @@ func (t *Transport) read(ctx context.Context, path string) ([]byte, error) {
 // decodeContent returns data decoded as one JSON value (numbers as
 // json.Number) when it is valid JSON, else data as a string.
 func decodeContent(data []byte) any {
-	if v, ok := transports.DecodeJSONValue(data); ok {
+	if v, ok := jsonx.DecodeValue(data); ok {
 		return v
 	}
 	return string(data)

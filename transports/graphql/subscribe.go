@@ -13,6 +13,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/utcpd/utcpd/internal/jsonx"
 	"github.com/utcpd/utcpd/internal/netguard"
 	"github.com/utcpd/utcpd/transports"
 	"github.com/utcpd/utcpd/utcp"
@@ -121,7 +122,7 @@ func (t *Transport) subscribe(ctx context.Context, spec *Template, auth *utcp.Au
 		if resp != nil {
 			body, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
 			return nil, &utcp.TransportError{Status: resp.StatusCode,
-				Err: fmt.Errorf("graphql subscription: the WebSocket handshake with %s was refused: HTTP %d %s: %s", redacted, resp.StatusCode, http.StatusText(resp.StatusCode), transports.Excerpt(body))}
+				Err: fmt.Errorf("graphql subscription: the WebSocket handshake with %s was refused: HTTP %d %s: %s", redacted, resp.StatusCode, http.StatusText(resp.StatusCode), jsonx.Excerpt(body))}
 		}
 		return nil, &utcp.TransportError{Err: fmt.Errorf("graphql subscription %s: %w", redacted, err)}
 	}
@@ -169,7 +170,7 @@ func (t *Transport) subscribe(ctx context.Context, spec *Template, auth *utcp.Au
 	if p.opName != "" {
 		payload["operationName"] = p.opName
 	}
-	pb, err := transports.MarshalJSON(payload)
+	pb, err := jsonx.Marshal(payload)
 	if err != nil {
 		return fail(utcp.NewError(utcp.CodeInvalidArguments, "graphql: cannot encode the variables: %v", err))
 	}
@@ -212,7 +213,7 @@ func readMessage(ws *websocket.Conn, m *Message) error {
 		return errors.New("a binary frame arrived; graphql-transport-ws sends JSON text")
 	}
 	if err := json.Unmarshal(data, m); err != nil || m.Type == "" {
-		return fmt.Errorf("a frame is not a graphql-transport-ws message: %s", transports.Excerpt(data))
+		return fmt.Errorf("a frame is not a graphql-transport-ws message: %s", jsonx.Excerpt(data))
 	}
 	return nil
 }
@@ -311,7 +312,7 @@ func (s *subStream) next() (*utcp.Event, int, error) {
 	case MsgError:
 		s.markFinished()
 		var errs []any
-		if v, ok := transports.DecodeJSONValue(m.Payload); ok {
+		if v, ok := jsonx.DecodeValue(m.Payload); ok {
 			if list, ok := v.([]any); ok {
 				errs = list
 			} else if v != nil {
@@ -326,12 +327,12 @@ func (s *subStream) next() (*utcp.Event, int, error) {
 	r := &response{body: m.Payload}
 	r.decode()
 	if !r.graphql {
-		return nil, 0, s.end(&utcp.TransportError{Err: fmt.Errorf("graphql subscription %s: a next message's payload is not an execution result: %s", s.url, transports.Excerpt(m.Payload))})
+		return nil, 0, s.end(&utcp.TransportError{Err: fmt.Errorf("graphql subscription %s: a next message's payload is not an execution result: %s", s.url, jsonx.Excerpt(m.Payload))})
 	}
 	if r.errs != nil {
 		var data any
 		if r.data != nil {
-			data, _ = transports.DecodeJSONValue(r.data)
+			data, _ = jsonx.DecodeValue(r.data)
 		}
 		return nil, 0, s.end(gqlError(r.errs, data, 0, s.key))
 	}

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/utcpd/utcpd/internal/jsonx"
 	"github.com/utcpd/utcpd/transports"
 	"github.com/utcpd/utcpd/utcp"
 )
@@ -252,7 +253,7 @@ func (t *Transport) discover(ctx context.Context, manual string, spec *Template,
 	}
 	var data introspection
 	if err := json.Unmarshal(resp.data, &data); err != nil || data.Schema == nil {
-		return nil, nil, fail("the answer to the introspection query has no __schema: %s", transports.Excerpt(resp.data))
+		return nil, nil, fail("the answer to the introspection query has no __schema: %s", jsonx.Excerpt(resp.data))
 	}
 	sch := &schema{types: map[string]*fullType{}, depth: spec.selectionDepth()}
 	for i := range data.Schema.Types {
@@ -283,10 +284,10 @@ type response struct {
 func (r *response) notGraphQL(method string, u *url.URL) error {
 	if r.status >= 300 || r.status < 200 {
 		return &utcp.TransportError{Status: r.status,
-			Err: fmt.Errorf("%s %s answered HTTP %d %s: %s", method, transports.RedactURL(u), r.status, http.StatusText(r.status), transports.Excerpt(r.body))}
+			Err: fmt.Errorf("%s %s answered HTTP %d %s: %s", method, transports.RedactURL(u), r.status, http.StatusText(r.status), jsonx.Excerpt(r.body))}
 	}
 	return &utcp.TransportError{Status: r.status,
-		Err: fmt.Errorf("%s %s answered HTTP %d with a body that is not a GraphQL response (a JSON object with data or errors): %s", method, transports.RedactURL(u), r.status, transports.Excerpt(r.body))}
+		Err: fmt.Errorf("%s %s answered HTTP %d with a body that is not a GraphQL response (a JSON object with data or errors): %s", method, transports.RedactURL(u), r.status, jsonx.Excerpt(r.body))}
 }
 
 // post sends one GraphQL request body and decodes the answer, whatever
@@ -339,7 +340,7 @@ func (r *response) decode() {
 		r.data = d
 	}
 	if hasErrs {
-		v, _ := transports.DecodeJSONValue(e)
+		v, _ := jsonx.DecodeValue(e)
 		switch x := v.(type) {
 		case []any:
 			if len(x) > 0 {
@@ -415,7 +416,7 @@ func (t *Transport) plan(ctx context.Context, call *utcp.Call, spec *Template, a
 		if !ok {
 			continue
 		}
-		s, ok := transports.ArgString(v)
+		s, ok := jsonx.ArgString(v)
 		if !ok {
 			continue
 		}
@@ -604,7 +605,7 @@ func coerce(v any, gqlType string) any {
 		}
 	case float64:
 		if t == "String" {
-			s, _ := transports.ArgString(x)
+			s, _ := jsonx.ArgString(x)
 			return s
 		}
 	}
@@ -617,7 +618,7 @@ func (p *callPlan) requestBody() ([]byte, error) {
 	if p.opName != "" {
 		req["operationName"] = p.opName
 	}
-	b, err := transports.MarshalJSON(req)
+	b, err := jsonx.Marshal(req)
 	if err != nil {
 		return nil, utcp.NewError(utcp.CodeInvalidArguments, "graphql: cannot encode the variables: %v", err)
 	}
@@ -631,7 +632,7 @@ func result(data json.RawMessage, key string) any {
 	if len(data) == 0 {
 		return nil
 	}
-	v, ok := transports.DecodeJSONValue(data)
+	v, ok := jsonx.DecodeValue(data)
 	if !ok {
 		return nil
 	}
@@ -708,7 +709,7 @@ func (t *Transport) CallTool(ctx context.Context, call *utcp.Call) (*utcp.Result
 	if resp.errs != nil {
 		var data any
 		if resp.data != nil {
-			data, _ = transports.DecodeJSONValue(resp.data)
+			data, _ = jsonx.DecodeValue(resp.data)
 		}
 		return nil, gqlError(resp.errs, data, resp.status, p.op.field)
 	}

@@ -30,6 +30,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoregistry"
 	"google.golang.org/protobuf/types/dynamicpb"
 
+	"github.com/utcpd/utcpd/internal/jsonx"
 	"github.com/utcpd/utcpd/internal/netguard"
 	"github.com/utcpd/utcpd/transports"
 	"github.com/utcpd/utcpd/utcp"
@@ -738,7 +739,7 @@ func (x *invocation) render(msg proto.Message, sized bool) (any, int, error) {
 	if err != nil {
 		return nil, 0, &utcp.TransportError{Err: fmt.Errorf("grpc: %s: rendering the answer as JSON: %w", x.m.path, err)}
 	}
-	v, _ := transports.DecodeJSONValue(b)
+	v, _ := jsonx.DecodeValue(b)
 	return v, len(b), nil
 }
 
@@ -814,7 +815,7 @@ func (ts *toolSet) toolError(path string, st *status.Status) error {
 		list := make([]any, 0, len(details))
 		for _, d := range details {
 			if b, err := ts.marshal.Marshal(d); err == nil {
-				v, _ := transports.DecodeJSONValue(b)
+				v, _ := jsonx.DecodeValue(b)
 				list = append(list, v)
 				continue
 			}

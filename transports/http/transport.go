@@ -18,6 +18,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/utcpd/utcpd/internal/jsonx"
 	"github.com/utcpd/utcpd/manuals"
 	"github.com/utcpd/utcpd/transports"
 	"github.com/utcpd/utcpd/utcp"
@@ -309,7 +310,7 @@ func prepare(spec *Template, auth *utcp.Auth, args map[string]any) (*request, er
 		if !ok {
 			continue
 		}
-		s, ok := transports.ArgString(v)
+		s, ok := jsonx.ArgString(v)
 		if !ok {
 			continue
 		}
@@ -386,7 +387,7 @@ func encodeQuery(p *plan, args map[string]any) string {
 	slices.Sort(keys)
 	var b strings.Builder
 	for _, k := range keys {
-		s, ok := transports.ArgString(args[k])
+		s, ok := jsonx.ArgString(args[k])
 		if !ok {
 			continue
 		}
@@ -413,7 +414,7 @@ func fillPlaceholders(segments []segment, args map[string]any) (string, error) {
 		}
 		s, ok := "", false
 		if !sg.shadowed {
-			s, ok = transports.ArgString(args[sg.name])
+			s, ok = jsonx.ArgString(args[sg.name])
 		}
 		if !ok {
 			missing = append(missing, sg.name)
@@ -452,7 +453,7 @@ func decodeBody(contentType string, body []byte) any {
 		return string(body)
 	}
 	if transports.IsJSONMediaType(contentType) {
-		if v, ok := transports.DecodePlainJSON(body); ok {
+		if v, ok := jsonx.DecodePlain(body); ok {
 			return v
 		}
 		dec := json.NewDecoder(bytes.NewReader(body))

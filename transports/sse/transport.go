@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/utcpd/utcpd/internal/jsonx"
 	"github.com/utcpd/utcpd/transports"
 	"github.com/utcpd/utcpd/utcp"
 )
@@ -348,7 +349,7 @@ func eventName(typ string) string {
 // toEvent decodes an event's data.
 func toEvent(ev transports.SSEEvent) *utcp.Event {
 	var data any = ev.Data
-	if v, ok := transports.DecodeJSONValue([]byte(ev.Data)); ok {
+	if v, ok := jsonx.DecodeValue([]byte(ev.Data)); ok {
 		data = v
 	}
 	return &utcp.Event{Type: ev.Type, ID: ev.ID, Data: data}

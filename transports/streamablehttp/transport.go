@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"unicode/utf8"
 
+	"github.com/utcpd/utcpd/internal/jsonx"
 	"github.com/utcpd/utcpd/transports"
 	"github.com/utcpd/utcpd/utcp"
 )
@@ -381,7 +382,7 @@ func (s *stream) nextLine() (*utcp.Event, error) {
 		text := bytes.TrimSpace(s.line)
 		if len(text) > 0 {
 			s.LastBytes = len(text)
-			if v, ok := transports.DecodeJSONValue(text); ok {
+			if v, ok := jsonx.DecodeValue(text); ok {
 				return &utcp.Event{Data: v}, nil
 			}
 			return &utcp.Event{Data: string(text)}, nil
@@ -403,7 +404,7 @@ func (s *stream) nextEvent() (*utcp.Event, error) {
 	}
 	s.LastBytes = len(ev.Data)
 	var data any = ev.Data
-	if v, ok := transports.DecodeJSONValue([]byte(ev.Data)); ok {
+	if v, ok := jsonx.DecodeValue([]byte(ev.Data)); ok {
 		data = v
 	}
 	return &utcp.Event{Type: ev.Type, ID: ev.ID, Data: data}, nil

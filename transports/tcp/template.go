@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/utcpd/utcpd/internal/jsonx"
 	"github.com/utcpd/utcpd/transports"
 	"github.com/utcpd/utcpd/utcp"
 )
@@ -247,7 +248,7 @@ func ParseTemplate(raw json.RawMessage) (utcp.CallTemplate, error) {
 	if err != nil {
 		return tmpl, err
 	}
-	spec.rawBytes = transports.ExplicitNull(raw, "response_byte_format")
+	spec.rawBytes = jsonx.ExplicitNull(raw, "response_byte_format")
 	return tmpl, nil
 }
 

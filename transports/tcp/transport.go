@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/utcpd/utcpd/internal/jsonx"
 	"github.com/utcpd/utcpd/internal/netguard"
 	"github.com/utcpd/utcpd/transports"
 	"github.com/utcpd/utcpd/utcp"
@@ -344,7 +345,7 @@ func (t *Transport) discover(ctx context.Context, manual string, spec *Template)
 	if spec.Envelope {
 		req.ID = strconv.FormatUint(t.seq.Add(1), 10)
 	}
-	payload, _ := transports.MarshalJSON(req)
+	payload, _ := jsonx.Marshal(req)
 	x, err := t.begin(ctx, manual, spec, payload, req.ID)
 	if err != nil {
 		if ctx.Err() != nil || utcp.CodeOf(err) != utcp.CodeTransportError {
@@ -399,14 +400,14 @@ func (t *Transport) CallTool(ctx context.Context, call *utcp.Call) (*utcp.Result
 		switch f.Type {
 		case FrameResult:
 			x.finish(true)
-			return &utcp.Result{Value: transports.DecodeOptionalJSON(f.Result)}, nil
+			return &utcp.Result{Value: jsonx.DecodeOptional(f.Result)}, nil
 		case FrameEvent:
 			size += int64(len(f.Data))
 			if size > x.spec.maxResponse() {
 				x.finish(false)
 				return nil, transports.TooLarge(x.spec.maxResponse())
 			}
-			events = append(events, transports.DecodeOptionalJSON(f.Data))
+			events = append(events, jsonx.DecodeOptional(f.Data))
 		case FrameEnd:
 			x.finish(true)
 			if events == nil {
@@ -657,7 +658,7 @@ func (x *exchange) next() (*wireFrame, error) {
 		}
 		var f wireFrame
 		if json.Unmarshal(data, &f) != nil || f.Type == "" {
-			return nil, &utcp.TransportError{Err: fmt.Errorf("tcp: %s answered something that is not a utcpd envelope frame: %s", x.spec.addr(), transports.Excerpt(data))}
+			return nil, &utcp.TransportError{Err: fmt.Errorf("tcp: %s answered something that is not a utcpd envelope frame: %s", x.spec.addr(), jsonx.Excerpt(data))}
 		}
 		switch f.Type {
 		case FrameResult, FrameEvent, FrameEnd, FrameError:
@@ -701,10 +702,10 @@ func (s *stream) Recv() (*utcp.Event, error) {
 	}
 	switch f.Type {
 	case FrameEvent:
-		return &utcp.Event{Type: f.Event, Data: transports.DecodeOptionalJSON(f.Data)}, nil
+		return &utcp.Event{Type: f.Event, Data: jsonx.DecodeOptional(f.Data)}, nil
 	case FrameResult:
 		s.end(io.EOF, true)
-		return &utcp.Event{Data: transports.DecodeOptionalJSON(f.Result)}, nil
+		return &utcp.Event{Data: jsonx.DecodeOptional(f.Result)}, nil
 	case FrameEnd:
 		s.end(io.EOF, true)
 		return nil, io.EOF

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/utcpd/utcpd/internal/jsonx"
 	"github.com/utcpd/utcpd/transports"
 	"github.com/utcpd/utcpd/utcp"
 )
@@ -151,7 +152,7 @@ func ParseTemplate(raw json.RawMessage) (utcp.CallTemplate, error) {
 	if err != nil {
 		return tmpl, err
 	}
-	spec.rawBytes = transports.ExplicitNull(raw, "response_byte_format")
+	spec.rawBytes = jsonx.ExplicitNull(raw, "response_byte_format")
 	return tmpl, nil
 }
 

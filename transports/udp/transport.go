@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/utcpd/utcpd/internal/jsonx"
 	"github.com/utcpd/utcpd/internal/netguard"
 	"github.com/utcpd/utcpd/transports"
 	"github.com/utcpd/utcpd/utcp"
@@ -140,7 +141,7 @@ func (t *Transport) RegisterManual(ctx context.Context, tmpl *utcp.CallTemplate)
 	if spec.Envelope {
 		req.ID = strconv.FormatUint(t.seq.Add(1), 10)
 	}
-	payload, _ := transports.MarshalJSON(req)
+	payload, _ := jsonx.Marshal(req)
 	x, err := t.begin(ctx, tmpl.Name, spec, payload, req.ID)
 	if err != nil {
 		return nil, err
@@ -219,13 +220,13 @@ func (t *Transport) CallTool(ctx context.Context, call *utcp.Call) (*utcp.Result
 		clean = f.Type != FrameEvent
 		switch f.Type {
 		case FrameResult:
-			return &utcp.Result{Value: transports.DecodeOptionalJSON(f.Result)}, nil
+			return &utcp.Result{Value: jsonx.DecodeOptional(f.Result)}, nil
 		case FrameEvent:
 			if size += int64(len(f.Data)); size > x.spec.maxResponse() {
 				x.sendCancel()
 				return nil, transports.TooLarge(x.spec.maxResponse())
 			}
-			events = append(events, transports.DecodeOptionalJSON(f.Data))
+			events = append(events, jsonx.DecodeOptional(f.Data))
 		case FrameEnd:
 			if events == nil {
 				events = []any{}
@@ -450,7 +451,7 @@ func (x *exchange) next() (*wireFrame, error) {
 		}
 		var f wireFrame
 		if json.Unmarshal(data, &f) != nil || f.Type == "" {
-			return nil, &utcp.TransportError{Err: fmt.Errorf("udp: %s answered something that is not a utcpd envelope datagram: %s", x.spec.addr(), transports.Excerpt(data))}
+			return nil, &utcp.TransportError{Err: fmt.Errorf("udp: %s answered something that is not a utcpd envelope datagram: %s", x.spec.addr(), jsonx.Excerpt(data))}
 		}
 		switch f.Type {
 		case FrameResult, FrameEvent, FrameEnd, FrameError:
@@ -495,10 +496,10 @@ func (s *stream) Recv() (*utcp.Event, error) {
 	}
 	switch f.Type {
 	case FrameEvent:
-		return &utcp.Event{Type: f.Event, Data: transports.DecodeOptionalJSON(f.Data)}, nil
+		return &utcp.Event{Type: f.Event, Data: jsonx.DecodeOptional(f.Data)}, nil
 	case FrameResult:
 		s.end(io.EOF, true)
-		return &utcp.Event{Data: transports.DecodeOptionalJSON(f.Result)}, nil
+		return &utcp.Event{Data: jsonx.DecodeOptional(f.Result)}, nil
 	case FrameEnd:
 		s.end(io.EOF, true)
 		return nil, io.EOF

@@ -16,6 +16,7 @@ import (
 	"github.com/gorilla/websocket"
 	"github.com/pion/webrtc/v4"
 
+	"github.com/utcpd/utcpd/internal/jsonx"
 	"github.com/utcpd/utcpd/internal/netguard"
 	"github.com/utcpd/utcpd/transports"
 	"github.com/utcpd/utcpd/utcp"
@@ -207,7 +208,7 @@ func (t *Transport) signalHTTP(ctx context.Context, p *peer, spec *Template, aut
 		return signalErr(p, "reading the answer: %v", err)
 	}
 	if resp.StatusCode/100 != 2 {
-		e := signalErr(p, "HTTP %d %s: %s", resp.StatusCode, http.StatusText(resp.StatusCode), transports.Excerpt(data)).(*utcp.TransportError)
+		e := signalErr(p, "HTTP %d %s: %s", resp.StatusCode, http.StatusText(resp.StatusCode), jsonx.Excerpt(data)).(*utcp.TransportError)
 		e.Status = resp.StatusCode
 		return e
 	}
@@ -334,7 +335,7 @@ func (t *Transport) signalWebSocket(ctx context.Context, p *peer, spec *Template
 		}
 		if resp != nil {
 			body, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
-			e := signalErr(p, "WebSocket handshake refused: HTTP %d %s: %s", resp.StatusCode, http.StatusText(resp.StatusCode), transports.Excerpt(body)).(*utcp.TransportError)
+			e := signalErr(p, "WebSocket handshake refused: HTTP %d %s: %s", resp.StatusCode, http.StatusText(resp.StatusCode), jsonx.Excerpt(body)).(*utcp.TransportError)
 			e.Status = resp.StatusCode
 			return e
 		}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/pion/webrtc/v4"
 
+	"github.com/utcpd/utcpd/internal/jsonx"
 	"github.com/utcpd/utcpd/transports"
 	"github.com/utcpd/utcpd/utcp"
 )
@@ -342,7 +343,7 @@ func (t *Transport) start(ctx context.Context, call *utcp.Call) (*stream, error)
 		}
 		cctx, cancel := context.WithTimeout(ctx, spec.timeout())
 		s := &stream{p: p, pd: pd, ctx: cctx, cancel: cancel}
-		payload, err := transports.MarshalJSON(toolCall{Type: TypeToolCall, ID: pd.id, Tool: call.Name, Inputs: args})
+		payload, err := jsonx.Marshal(toolCall{Type: TypeToolCall, ID: pd.id, Tool: call.Name, Inputs: args})
 		if err != nil {
 			s.Close()
 			return nil, utcp.NewError(utcp.CodeInvalidArguments, "webrtc: cannot encode the arguments: %v", err)
@@ -662,9 +663,9 @@ func parseMessage(data []byte) (*inMsg, error) {
 	case TypeToolResponse:
 		out := bytes.TrimSpace(w.Output)
 		m.hasOutput = len(out) > 0 && !bytes.Equal(out, []byte("null"))
-		m.value = transports.DecodeOptionalJSON(w.Output)
+		m.value = jsonx.DecodeOptional(w.Output)
 	case TypeToolEvent:
-		m.value = transports.DecodeOptionalJSON(w.Event)
+		m.value = jsonx.DecodeOptional(w.Event)
 	case TypeToolError:
 		m.err = transports.DecodeWireError(w.Error)
 		if len(bytes.TrimSpace(w.Error)) == 0 {
@@ -685,7 +686,7 @@ func excerpt(data []byte) string {
 	if !utf8.Valid(data) {
 		return fmt.Sprintf("(%d bytes of binary data)", len(data))
 	}
-	s := transports.Excerpt(data)
+	s := jsonx.Excerpt(data)
 	if len(s) > 200 {
 		s = s[:200] + "…"
 	}

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/utcpd/utcpd/internal/jsonx"
 	"github.com/utcpd/utcpd/transports"
 	"github.com/utcpd/utcpd/utcp"
 )
@@ -215,7 +216,7 @@ func RenderMessage(message json.RawMessage, args map[string]any) ([]byte, error)
 	if err != nil {
 		return nil, err
 	}
-	return transports.MarshalJSON(out)
+	return jsonx.Marshal(out)
 }
 
 func missingArg(name string) error {
@@ -224,7 +225,7 @@ func missingArg(name string) error {
 
 // argText renders an argument for text substitution.
 func argText(args map[string]any, name string) (string, error) {
-	s, ok := transports.ArgString(args[name])
+	s, ok := jsonx.ArgString(args[name])
 	if !ok {
 		return "", missingArg(name)
 	}

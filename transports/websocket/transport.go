@@ -21,6 +21,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/utcpd/utcpd/internal/jsonx"
 	"github.com/utcpd/utcpd/internal/netguard"
 	"github.com/utcpd/utcpd/transports"
 	"github.com/utcpd/utcpd/utcp"
@@ -446,7 +447,7 @@ func (t *Transport) start(ctx context.Context, call *utcp.Call) (*stream, error)
 		if args == nil {
 			args = map[string]any{}
 		}
-		payload, err = transports.MarshalJSON(Frame{Type: FrameCall, ID: s.p.id, Tool: call.Name, Arguments: args})
+		payload, err = jsonx.Marshal(Frame{Type: FrameCall, ID: s.p.id, Tool: call.Name, Arguments: args})
 		if err != nil {
 			s.Close()
 			return nil, utcp.NewError(utcp.CodeInvalidArguments, "websocket: cannot encode the arguments: %v", err)
@@ -541,7 +542,7 @@ func (t *Transport) dial(ctx context.Context, spec *Template, auth *utcp.Auth, e
 		if resp != nil {
 			body, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
 			return nil, &utcp.TransportError{Status: resp.StatusCode,
-				Err: fmt.Errorf("websocket handshake with %s refused: HTTP %d %s: %s", transports.RedactURL(u), resp.StatusCode, http.StatusText(resp.StatusCode), transports.Excerpt(body))}
+				Err: fmt.Errorf("websocket handshake with %s refused: HTTP %d %s: %s", transports.RedactURL(u), resp.StatusCode, http.StatusText(resp.StatusCode), jsonx.Excerpt(body))}
 		}
 		return nil, &utcp.TransportError{Err: fmt.Errorf("websocket %s: %w", transports.RedactURL(u), err)}
 	}
@@ -1007,7 +1008,7 @@ func decodeValue(raw json.RawMessage) any {
 	if len(raw) == 0 {
 		return nil
 	}
-	v, _ := transports.DecodeJSONValue(raw)
+	v, _ := jsonx.DecodeValue(raw)
 	return v
 }
 
@@ -1047,7 +1048,7 @@ func callError(e *WireError) error {
 func plainValue(format string, f *inFrame) (any, string, error) {
 	switch format {
 	case FormatJSON:
-		v, ok := transports.DecodeJSONValue(f.raw)
+		v, ok := jsonx.DecodeValue(f.raw)
 		if !ok {
 			return nil, "", &utcp.TransportError{Err: fmt.Errorf("websocket: response_format is json but the answer is not JSON: %s", excerpt(f.raw, 0))}
 		}
@@ -1063,7 +1064,7 @@ func plainValue(format string, f *inFrame) (any, string, error) {
 	if f.binary && !utf8.Valid(f.raw) {
 		return base64.StdEncoding.EncodeToString(f.raw), "binary", nil
 	}
-	if v, ok := transports.DecodeJSONValue(f.raw); ok {
+	if v, ok := jsonx.DecodeValue(f.raw); ok {
 		return v, "", nil
 	}
 	return string(f.raw), "", nil
@@ -1073,7 +1074,7 @@ func excerpt(data []byte, mt int) string {
 	if mt == websocket.BinaryMessage || !utf8.Valid(data) {
 		return fmt.Sprintf("(%d bytes of binary data)", len(data))
 	}
-	s := transports.Excerpt(data)
+	s := jsonx.Excerpt(data)
 	if len(s) > 200 {
 		s = s[:200] + "…"
 	}
