@@ -263,3 +263,8 @@ func IsLimit(err error) bool {
 	l, _ := ue.Details["limit"].(string)
 	return l == "max_tools_per_manual" || l == "max_manual_bytes"
 }
+
+// DefaultMaxEventBytes caps one server-sent event (its data lines joined)
+// and one line of a line-delimited stream when a transport is not
+// configured otherwise: 16 MiB.
+const DefaultMaxEventBytes int64 = 16 << 20

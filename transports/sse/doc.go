@@ -29,7 +29,7 @@
 //
 // # Events
 //
-// The body is read incrementally with transports.SSEReader: event, id,
+// The body is read incrementally with eventstream.Reader: event, id,
 // retry and multi-line data fields, comments ignored, CRLF, LF or CR line
 // ends. Each event's data is decoded as JSON when it parses (numbers as
 // json.Number) and kept as a string otherwise; the event's name and the

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/utcpd/utcpd/internal/eventstream"
 	"github.com/utcpd/utcpd/internal/jsonx"
 	"github.com/utcpd/utcpd/transports"
 	"github.com/utcpd/utcpd/utcp"
@@ -234,7 +235,7 @@ type stream struct {
 
 	transports.HTTPCall // context, body, sticky error; Close
 
-	rd       *transports.SSEReader
+	rd       *eventstream.Reader
 	plain    bool        // the answer was not an event stream
 	single   *utcp.Event // the one event of a plain answer, until delivered
 	attempts int         // reconnection attempts since the last event
@@ -258,7 +259,7 @@ func (s *stream) accept(resp *http.Response, first bool) error {
 	case transports.MediaType(ctype) == "text/event-stream":
 		s.Body = resp.Body
 		if s.rd == nil {
-			s.rd = transports.NewSSEReader(resp.Body, s.t.cfg.MaxEventBytes)
+			s.rd = eventstream.NewReader(resp.Body, s.t.cfg.MaxEventBytes)
 		} else {
 			s.rd.Reset(resp.Body)
 		}
@@ -347,7 +348,7 @@ func eventName(typ string) string {
 }
 
 // toEvent decodes an event's data.
-func toEvent(ev transports.SSEEvent) *utcp.Event {
+func toEvent(ev eventstream.Event) *utcp.Event {
 	var data any = ev.Data
 	if v, ok := jsonx.DecodeValue([]byte(ev.Data)); ok {
 		data = v

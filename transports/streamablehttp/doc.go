@@ -37,7 +37,7 @@
 //     event per non-blank line, the line decoded as JSON (numbers as
 //     json.Number), kept as a string when it does not parse;
 //   - text/event-stream: one event per server-sent event, read with
-//     transports.SSEReader, the data decoded as JSON when it parses, the
+//     eventstream.Reader, the data decoded as JSON when it parses, the
 //     event name and id in utcp.Event Type and ID;
 //   - application/json and +json types: the whole body, read to its end,
 //     as one value;

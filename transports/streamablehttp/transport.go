@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"unicode/utf8"
 
+	"github.com/utcpd/utcpd/internal/eventstream"
 	"github.com/utcpd/utcpd/internal/jsonx"
 	"github.com/utcpd/utcpd/transports"
 	"github.com/utcpd/utcpd/utcp"
@@ -254,12 +255,12 @@ type stream struct {
 
 	kind   kind
 	ctype  string
-	lines  *bufio.Reader         // kindNDJSON
-	line   []byte                // kindNDJSON
-	sse    *transports.SSEReader // kindSSE
-	single *utcp.Event           // kindJSON, until delivered
-	chunk  []byte                // kindRaw: the chunk buffer
-	held   int                   // kindRaw: bytes of a split character at the start of chunk
+	lines  *bufio.Reader       // kindNDJSON
+	line   []byte              // kindNDJSON
+	sse    *eventstream.Reader // kindSSE
+	single *utcp.Event         // kindJSON, until delivered
+	chunk  []byte              // kindRaw: the chunk buffer
+	held   int                 // kindRaw: bytes of a split character at the start of chunk
 }
 
 // accept takes the server's answer.
@@ -294,7 +295,7 @@ func (s *stream) accept(resp *http.Response) error {
 	case kindNDJSON:
 		s.lines = bufio.NewReaderSize(resp.Body, 32<<10)
 	case kindSSE:
-		s.sse = transports.NewSSEReader(resp.Body, s.t.cfg.MaxEventBytes)
+		s.sse = eventstream.NewReader(resp.Body, s.t.cfg.MaxEventBytes)
 	case kindRaw:
 		s.chunk = make([]byte, max(s.spec.ChunkSize, 1))
 	}
