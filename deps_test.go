@@ -32,13 +32,23 @@ var allowed = []struct {
 	{"transports/all", []string{"transports/*"}},
 	{"transports/transporttest", []string{"transports", "transports/transporttest/fixture", "utcp"}},
 	{"transports/transporttest/fixture", []string{"utcp"}},
+	// The helpers the transports share (HTTP client and calls, envelope,
+	// sockets, sessions, process environments), private to transports/.
+	{"transports/internal/...", []string{"transports", "transports/internal/...", "transports/oauth2", "utcp", "manuals",
+		"internal/netguard", "internal/jsonx"}},
+	// The oauth2 token cache is public: the gateway shares one across its
+	// transports.
+	{"transports/oauth2", []string{"transports", "transports/internal/httpclient", "utcp"}},
 	// cli shares the bash lexer with holguard.
-	{"transports/cli", []string{"transports", "utcp", "manuals", "internal/netguard", "internal/jsonx", "internal/shellword"}},
-	{"transports/*", []string{"transports", "utcp", "manuals", "internal/netguard", "internal/jsonx", "internal/eventstream"}},
+	{"transports/cli", []string{"transports", "transports/internal/...", "utcp", "manuals", "internal/netguard", "internal/jsonx",
+		"internal/shellword"}},
+	{"transports/*", []string{"transports", "transports/internal/...", "transports/oauth2", "utcp", "manuals", "internal/netguard",
+		"internal/jsonx", "internal/eventstream"}},
 
 	{"guard/holguard", []string{"guard/...", "utcp", "internal/shellword"}},
 	{"guard/...", []string{"guard/...", "utcp"}},
-	{"gateway/...", []string{"gateway/...", "guard", "guard/review", "registry", "manuals", "transports", "utcp", "internal/netguard"}},
+	{"gateway/...", []string{"gateway/...", "guard", "guard/review", "registry", "manuals", "transports", "transports/oauth2", "utcp",
+		"internal/netguard"}},
 	{"api/...", []string{"api/...", "gateway/...", "guard/review", "registry", "transports", "utcp", "internal/jsonx"}},
 	{"store/...", []string{"store/...", "gateway/audit", "guard/review", "registry", "utcp"}},
 	// The demo servers speak each protocol for the conformance suite;
@@ -100,6 +110,9 @@ func TestDependencyDirection(t *testing.T) {
 					t.Errorf("utcp imports %s: it must use the standard library only", imp)
 				}
 				continue
+			}
+			if match("transports/internal/...", rel(imp)) && !match("transports/...", pkg) {
+				t.Errorf("%s imports %s: only packages under transports/ may import transports/internal", fields[0], imp)
 			}
 			if !mayImport(allowed[row].mayImport, rel(imp)) {
 				t.Errorf("%s imports %s: row %q may import only %s", fields[0], imp, allowed[row].pkgs, list(allowed[row].mayImport))

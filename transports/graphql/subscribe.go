@@ -16,6 +16,7 @@ import (
 	"github.com/utcpd/utcpd/internal/jsonx"
 	"github.com/utcpd/utcpd/internal/netguard"
 	"github.com/utcpd/utcpd/transports"
+	"github.com/utcpd/utcpd/transports/internal/httpclient"
 	"github.com/utcpd/utcpd/utcp"
 )
 
@@ -85,7 +86,7 @@ func (t *Transport) subscribe(ctx context.Context, spec *Template, auth *utcp.Au
 	if err != nil {
 		return nil, err
 	}
-	redacted := transports.RedactURL(u)
+	redacted := utcp.RedactURL(u)
 	hs := spec.timeout()
 	if hs == 0 {
 		hs = DefaultTimeout
@@ -105,7 +106,7 @@ func (t *Transport) subscribe(ctx context.Context, spec *Template, auth *utcp.Au
 	if req.Header.Get("User-Agent") == "" {
 		req.Header.Set("User-Agent", "utcpd")
 	}
-	if err := transports.ApplyAuth(hctx, req, auth, t.tokens); err != nil {
+	if err := httpclient.ApplyAuth(hctx, req, auth, t.tokens); err != nil {
 		return nil, err
 	}
 	d := websocket.Dialer{

@@ -18,6 +18,9 @@ import (
 
 	"github.com/utcpd/utcpd/internal/jsonx"
 	"github.com/utcpd/utcpd/transports"
+	"github.com/utcpd/utcpd/transports/internal/httpcall"
+	"github.com/utcpd/utcpd/transports/internal/httpclient"
+	"github.com/utcpd/utcpd/transports/oauth2"
 	"github.com/utcpd/utcpd/utcp"
 )
 
@@ -48,7 +51,7 @@ type Config struct {
 	// transports.DefaultMaxEventBytes (16 MiB).
 	MaxMessageBytes int64 `json:"max_message_bytes,omitempty"`
 	// MaxIdleConnsPerHost sizes the keep-alive pool per host (default
-	// transports.DefaultMaxIdleConnsPerHost).
+	// httpclient.DefaultMaxIdleConnsPerHost).
 	MaxIdleConnsPerHost int `json:"max_idle_conns_per_host,omitempty"`
 }
 
@@ -94,7 +97,7 @@ func New(opts transports.Options) (*Transport, error) {
 	if cfg.MaxMessageBytes == 0 {
 		cfg.MaxMessageBytes = transports.DefaultMaxEventBytes
 	}
-	client := transports.NewHTTPClient(transports.ClientOptions{MaxIdleConnsPerHost: cfg.MaxIdleConnsPerHost})
+	client := httpclient.New(httpclient.Options{MaxIdleConnsPerHost: cfg.MaxIdleConnsPerHost})
 	t := &Transport{
 		cfg:     cfg,
 		client:  client,
@@ -104,7 +107,7 @@ func New(opts transports.Options) (*Transport, error) {
 		streams: map[*subStream]struct{}{},
 	}
 	if t.tokens == nil {
-		t.tokens = transports.NewTokenCache(client)
+		t.tokens = oauth2.NewTokenCache(client)
 	}
 	return t, nil
 }
@@ -155,7 +158,7 @@ func (t *Transport) Release(ctx context.Context, tmpl *utcp.CallTemplate) error 
 // document is, without a request. An endpoint that answers the
 // introspection query with errors (introspection disabled), or with
 // anything but a GraphQL response, or cannot be reached, is
-// discovery_failed naming the URL; a URL refused by transports.CheckURL
+// discovery_failed naming the URL; a URL refused by httpclient.CheckURL
 // is invalid_template; an oversized answer payload_too_large; the end of
 // ctx or of the template's timeout (DefaultTimeout without either)
 // returns the context's error. Success keeps the manual's operations
@@ -210,11 +213,11 @@ func (t *Transport) endpoint(spec *Template) (*url.URL, error) {
 	if err != nil {
 		return nil, utcp.NewError(utcp.CodeInvalidTemplate, "graphql: url: %v", err)
 	}
-	if err := transports.CheckURL(u, spec.AllowInsecure); err != nil {
+	if err := httpclient.CheckURL(u, spec.AllowInsecure); err != nil {
 		return nil, err
 	}
 	if s := strings.ToLower(u.Scheme); s != "http" && s != "https" {
-		return nil, utcp.NewError(utcp.CodeInvalidTemplate, "graphql: url %q is not http:// or https://", transports.RedactURL(u))
+		return nil, utcp.NewError(utcp.CodeInvalidTemplate, "graphql: url %q is not http:// or https://", utcp.RedactURL(u))
 	}
 	return u, nil
 }
@@ -233,7 +236,7 @@ func (t *Transport) discover(ctx context.Context, manual string, spec *Template,
 	defer cancel()
 	fail := func(format string, args ...any) *utcp.Error {
 		return utcp.Errorf(utcp.CodeDiscoveryFailed, "graphql discovery of manual %q from %s: "+format,
-			append([]any{manual, transports.RedactURL(u)}, args...)...).WithDetail("url", transports.RedactURL(u))
+			append([]any{manual, utcp.RedactURL(u)}, args...)...).WithDetail("url", utcp.RedactURL(u))
 	}
 	body, _ := json.Marshal(map[string]any{"query": IntrospectionQuery, "operationName": "UtcpdIntrospection"})
 	resp, err := t.post(ctx, u, spec, auth, nil, body)
@@ -284,10 +287,10 @@ type response struct {
 func (r *response) notGraphQL(method string, u *url.URL) error {
 	if r.status >= 300 || r.status < 200 {
 		return &utcp.TransportError{Status: r.status,
-			Err: fmt.Errorf("%s %s answered HTTP %d %s: %s", method, transports.RedactURL(u), r.status, http.StatusText(r.status), jsonx.Excerpt(r.body))}
+			Err: fmt.Errorf("%s %s answered HTTP %d %s: %s", method, utcp.RedactURL(u), r.status, http.StatusText(r.status), jsonx.Excerpt(r.body))}
 	}
 	return &utcp.TransportError{Status: r.status,
-		Err: fmt.Errorf("%s %s answered HTTP %d with a body that is not a GraphQL response (a JSON object with data or errors): %s", method, transports.RedactURL(u), r.status, jsonx.Excerpt(r.body))}
+		Err: fmt.Errorf("%s %s answered HTTP %d with a body that is not a GraphQL response (a JSON object with data or errors): %s", method, utcp.RedactURL(u), r.status, jsonx.Excerpt(r.body))}
 }
 
 // post sends one GraphQL request body and decodes the answer, whatever
@@ -304,20 +307,20 @@ func (t *Transport) post(ctx context.Context, u *url.URL, spec *Template, auth *
 	if header.Get("Accept") == "" {
 		header.Set("Accept", "application/graphql-response+json, application/json;q=0.9")
 	}
-	ctx = transports.WithAllowInsecure(ctx, spec.AllowInsecure)
-	hr, err := transports.SendMapped(ctx, t.client, t.tokens, http.MethodPost, &transports.MappedRequest{URL: u, Header: header, Body: body}, auth)
+	ctx = httpclient.WithAllowInsecure(ctx, spec.AllowInsecure)
+	hr, err := httpcall.SendMapped(ctx, t.client, t.tokens, http.MethodPost, &httpcall.MappedRequest{URL: u, Header: header, Body: body}, auth)
 	if err != nil {
 		return nil, err
 	}
-	raw, err := transports.ReadResponseBody(hr, t.cfg.MaxResponseBytes)
+	raw, err := httpclient.ReadResponseBody(hr, t.cfg.MaxResponseBytes)
 	if err != nil {
 		if ctx.Err() != nil {
-			return nil, fmt.Errorf("graphql POST %s: %w", transports.RedactURL(u), context.Cause(ctx))
+			return nil, fmt.Errorf("graphql POST %s: %w", utcp.RedactURL(u), context.Cause(ctx))
 		}
 		if errors.Is(err, transports.ErrTooLarge) {
 			return nil, err
 		}
-		return nil, &utcp.TransportError{Status: hr.StatusCode, Err: fmt.Errorf("POST %s: reading the response: %w", transports.RedactURL(u), err)}
+		return nil, &utcp.TransportError{Status: hr.StatusCode, Err: fmt.Errorf("POST %s: reading the response: %w", utcp.RedactURL(u), err)}
 	}
 	r := &response{status: hr.StatusCode, ctype: hr.Header.Get("Content-Type"), body: raw}
 	r.decode()
@@ -420,7 +423,7 @@ func (t *Transport) plan(ctx context.Context, call *utcp.Call, spec *Template, a
 		if !ok {
 			continue
 		}
-		if !transports.ValidHeaderValue(s) {
+		if !httpclient.ValidHeaderValue(s) {
 			return nil, utcp.NewError(utcp.CodeInvalidArguments, "argument %q: a header value must not contain line breaks", name).WithDetail("argument", name)
 		}
 		p.headers.Set(name, s)

@@ -17,6 +17,7 @@ import (
 	ggrpc "google.golang.org/grpc"
 
 	"github.com/utcpd/utcpd/transports"
+	"github.com/utcpd/utcpd/transports/internal/httpclient"
 	"github.com/utcpd/utcpd/utcp"
 )
 
@@ -322,7 +323,7 @@ func (t *Template) targetAllowed() bool {
 		return true
 	}
 	host, local := targetHost(t.tgt)
-	return local || transports.IsLoopbackHost(host)
+	return local || httpclient.IsLoopbackHost(host)
 }
 
 // ParseTemplate decodes and validates a grpc call template (see

@@ -33,6 +33,7 @@ import (
 	"github.com/utcpd/utcpd/internal/jsonx"
 	"github.com/utcpd/utcpd/internal/netguard"
 	"github.com/utcpd/utcpd/transports"
+	"github.com/utcpd/utcpd/transports/oauth2"
 	"github.com/utcpd/utcpd/utcp"
 )
 
@@ -137,7 +138,7 @@ func New(opts transports.Options) (*Transport, error) {
 	}
 	tokens := opts.Tokens
 	if tokens == nil {
-		tokens = transports.NewTokenCache(nil)
+		tokens = oauth2.NewTokenCache(nil)
 	}
 	t := &Transport{log: log, tokens: tokens, maxResponse: cfg.MaxResponseBytes, manuals: map[string]*manualState{}}
 	if t.maxResponse <= 0 {

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/utcpd/utcpd/transports"
+	"github.com/utcpd/utcpd/transports/internal/httpclient"
 	"github.com/utcpd/utcpd/utcp"
 )
 
@@ -81,7 +81,7 @@ func newPlan(spec *Template) *plan {
 		p.staticErr = utcp.NewError(utcp.CodeInvalidTemplate, "http: url: %v", err)
 		return p
 	}
-	if err := transports.CheckURL(u, spec.AllowInsecure); err != nil {
+	if err := httpclient.CheckURL(u, spec.AllowInsecure); err != nil {
 		p.staticErr = err
 		return p
 	}

@@ -21,6 +21,9 @@ import (
 	"github.com/utcpd/utcpd/internal/jsonx"
 	"github.com/utcpd/utcpd/manuals"
 	"github.com/utcpd/utcpd/transports"
+	"github.com/utcpd/utcpd/transports/internal/httpcall"
+	"github.com/utcpd/utcpd/transports/internal/httpclient"
+	"github.com/utcpd/utcpd/transports/oauth2"
 	"github.com/utcpd/utcpd/utcp"
 )
 
@@ -48,7 +51,7 @@ type Config struct {
 	// fails with payload_too_large.
 	MaxResponseBytes int64 `json:"max_response_bytes,omitempty"`
 	// MaxIdleConnsPerHost sizes the keep-alive pool per host (default
-	// transports.DefaultMaxIdleConnsPerHost).
+	// httpclient.DefaultMaxIdleConnsPerHost).
 	MaxIdleConnsPerHost int `json:"max_idle_conns_per_host,omitempty"`
 }
 
@@ -73,13 +76,13 @@ func New(opts transports.Options) (*Transport, error) {
 	if cfg.MaxResponseBytes < 0 || cfg.MaxIdleConnsPerHost < 0 {
 		return nil, utcp.NewError(utcp.CodeInvalidConfig, "http transport configuration: limits must not be negative")
 	}
-	client := transports.NewHTTPClient(transports.ClientOptions{MaxIdleConnsPerHost: cfg.MaxIdleConnsPerHost})
+	client := httpclient.New(httpclient.Options{MaxIdleConnsPerHost: cfg.MaxIdleConnsPerHost})
 	t := &Transport{client: client, tokens: opts.Tokens, maxResponse: cfg.MaxResponseBytes, log: log}
 	if t.maxResponse == 0 {
 		t.maxResponse = transports.DefaultMaxResponseBytes
 	}
 	if t.tokens == nil {
-		t.tokens = transports.NewTokenCache(client)
+		t.tokens = oauth2.NewTokenCache(client)
 	}
 	return t, nil
 }
@@ -112,7 +115,7 @@ type request struct {
 	max    int64 // body cap; 0: the transport's
 }
 
-// redacted is the request's URL for messages (see transports.RedactURL).
+// redacted is the request's URL for messages (see utcp.RedactURL).
 func (r *request) redacted() string {
 	if r.url == nil {
 		u, err := url.Parse(r.rawURL)
@@ -121,7 +124,7 @@ func (r *request) redacted() string {
 		}
 		r.url = u
 	}
-	return transports.RedactURL(r.url)
+	return utcp.RedactURL(r.url)
 }
 
 func (r *request) build(ctx context.Context, t *Transport) (*nethttp.Request, error) {
@@ -139,7 +142,7 @@ func (r *request) build(ctx context.Context, t *Transport) (*nethttp.Request, er
 		// a retry applies a fresh token to a fresh copy.
 		req.Header = r.header.Clone()
 	}
-	if err := transports.ApplyAuth(ctx, req, r.auth, t.tokens); err != nil {
+	if err := httpclient.ApplyAuth(ctx, req, r.auth, t.tokens); err != nil {
 		return nil, err
 	}
 	return req, nil
@@ -181,7 +184,7 @@ func (t *Transport) do(ctx context.Context, r *request, buf *bytes.Buffer) (int,
 	}
 }
 
-// readBody reads resp.Body into buf, as transports.ReadResponseBody does
+// readBody reads resp.Body into buf, as httpclient.ReadResponseBody does
 // (the same cap and errors), and closes it.
 func readBody(resp *nethttp.Response, max int64, buf *bytes.Buffer) error {
 	defer resp.Body.Close()
@@ -252,7 +255,7 @@ func noCancel() {}
 // the template's timeout) returns an error wrapping the context's error.
 // Responses over the configured cap fail with payload_too_large. Missing
 // path arguments are invalid_arguments; a URL that fails
-// transports.CheckURL is invalid_template.
+// httpclient.CheckURL is invalid_template.
 func (t *Transport) CallTool(ctx context.Context, call *utcp.Call) (*utcp.Result, error) {
 	if t.closed.Load() {
 		return nil, errClosed
@@ -270,7 +273,7 @@ func (t *Transport) CallTool(ctx context.Context, call *utcp.Call) (*utcp.Result
 	}
 	ctx, cancel := withTimeout(ctx, spec, 0)
 	defer cancel()
-	ctx = transports.WithAllowInsecure(ctx, spec.AllowInsecure)
+	ctx = httpclient.WithAllowInsecure(ctx, spec.AllowInsecure)
 	buf := getBody()
 	defer putBody(buf)
 	status, ctype, err := t.do(ctx, r, buf)
@@ -314,7 +317,7 @@ func prepare(spec *Template, auth *utcp.Auth, args map[string]any) (*request, er
 		if !ok {
 			continue
 		}
-		if !transports.ValidHeaderValue(s) {
+		if !httpclient.ValidHeaderValue(s) {
 			return nil, utcp.NewError(utcp.CodeInvalidArguments, "argument %q: a header value must not contain line breaks", name).WithDetail("argument", name)
 		}
 		own()
@@ -322,7 +325,7 @@ func prepare(spec *Template, auth *utcp.Auth, args map[string]any) (*request, er
 	}
 	var body []byte
 	if v, ok := args[spec.BodyField]; ok && !slices.Contains(spec.HeaderFields, spec.BodyField) {
-		b, err := transports.EncodeBody(spec.ContentType, v)
+		b, err := httpcall.EncodeBody(spec.ContentType, v)
 		if err != nil {
 			return nil, utcp.NewError(utcp.CodeInvalidArguments, "argument %q: cannot encode the body: %v", spec.BodyField, err).WithDetail("argument", spec.BodyField)
 		}
@@ -356,7 +359,7 @@ func prepare(spec *Template, auth *utcp.Auth, args map[string]any) (*request, er
 	if err != nil {
 		return nil, utcp.NewError(utcp.CodeInvalidTemplate, "http: url: %v", err)
 	}
-	if err := transports.CheckURL(u, spec.AllowInsecure); err != nil {
+	if err := httpclient.CheckURL(u, spec.AllowInsecure); err != nil {
 		return nil, err
 	}
 	if q != "" {
@@ -371,7 +374,7 @@ func prepare(spec *Template, auth *utcp.Auth, args map[string]any) (*request, er
 }
 
 // encodeQuery renders the arguments that are not consumed otherwise as a
-// query string, as transports.EncodeQuery does (sorted keys, nil values
+// query string, as httpcall.EncodeQuery does (sorted keys, nil values
 // left out).
 func encodeQuery(p *plan, args map[string]any) string {
 	var kb [8]string
@@ -423,7 +426,7 @@ func fillPlaceholders(segments []segment, args map[string]any) (string, error) {
 		if sg.inQuery {
 			b.WriteString(url.QueryEscape(s))
 		} else {
-			if err := transports.CheckPathValue(sg.name, s); err != nil {
+			if err := httpcall.CheckPathValue(sg.name, s); err != nil {
 				return "", err
 			}
 			b.WriteString(url.PathEscape(s))
@@ -452,7 +455,7 @@ func decodeBody(contentType string, body []byte) any {
 		}
 		return string(body)
 	}
-	if transports.IsJSONMediaType(contentType) {
+	if httpcall.IsJSONMediaType(contentType) {
 		if v, ok := jsonx.DecodePlain(body); ok {
 			return v
 		}
@@ -514,7 +517,7 @@ func (t *Transport) RegisterManual(ctx context.Context, tmpl *utcp.CallTemplate)
 	if err != nil {
 		return nil, utcp.NewError(utcp.CodeInvalidTemplate, "http: url: %v", err)
 	}
-	if err := transports.CheckURL(u, spec.AllowInsecure); err != nil {
+	if err := httpclient.CheckURL(u, spec.AllowInsecure); err != nil {
 		return nil, err
 	}
 	header := nethttp.Header{}
@@ -528,10 +531,10 @@ func (t *Transport) RegisterManual(ctx context.Context, tmpl *utcp.CallTemplate)
 	r := &request{method: spec.HTTPMethod, rawURL: u.String(), url: u, header: header, auth: auth, max: transports.ManualReadCap(ctx, t.maxResponse)}
 	ctx, cancel := withTimeout(ctx, spec, DefaultDiscoveryTimeout)
 	defer cancel()
-	ctx = transports.WithAllowInsecure(ctx, spec.AllowInsecure)
+	ctx = httpclient.WithAllowInsecure(ctx, spec.AllowInsecure)
 	fail := func(format string, args ...any) *utcp.Error {
 		return utcp.Errorf(utcp.CodeDiscoveryFailed, "http discovery of manual %q from %s: "+format,
-			append([]any{tmpl.Name, transports.RedactURL(u)}, args...)...)
+			append([]any{tmpl.Name, utcp.RedactURL(u)}, args...)...)
 	}
 	var buf bytes.Buffer // not pooled: the manual may keep slices of it
 	status, ctype, err := t.do(ctx, r, &buf)
@@ -567,7 +570,7 @@ func (t *Transport) RegisterManual(ctx context.Context, tmpl *utcp.CallTemplate)
 			return nil, fail("%w", err)
 		}
 		for _, w := range warnings {
-			t.log.Warn("manual served with problems", "manual", tmpl.Name, "url", transports.RedactURL(u), "warning", w.String())
+			t.log.Warn("manual served with problems", "manual", tmpl.Name, "url", utcp.RedactURL(u), "warning", w.String())
 		}
 		return m, nil
 	case manuals.IsOpenAPI(doc):
@@ -575,7 +578,7 @@ func (t *Transport) RegisterManual(ctx context.Context, tmpl *utcp.CallTemplate)
 			SpecURL:   u.String(),
 			AuthTools: spec.AuthTools,
 			Warn: func(msg string) {
-				t.log.Debug("openapi conversion", "manual", tmpl.Name, "url", transports.RedactURL(u), "warning", msg)
+				t.log.Debug("openapi conversion", "manual", tmpl.Name, "url", utcp.RedactURL(u), "warning", msg)
 			},
 		})
 		if err != nil {

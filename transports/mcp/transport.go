@@ -29,6 +29,8 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/utcpd/utcpd/transports"
+	"github.com/utcpd/utcpd/transports/internal/httpclient"
+	"github.com/utcpd/utcpd/transports/oauth2"
 	"github.com/utcpd/utcpd/utcp"
 )
 
@@ -226,12 +228,12 @@ func New(opts transports.Options) (*Transport, error) {
 		log:       log,
 		cfg:       cfg.settings(),
 		tokens:    opts.Tokens,
-		client:    transports.NewHTTPClient(transports.ClientOptions{}),
+		client:    httpclient.New(httpclient.Options{}),
 		onChanged: opts.OnToolsChanged,
 		manuals:   map[string]*manual{},
 	}
 	if t.tokens == nil {
-		t.tokens = transports.NewTokenCache(t.client)
+		t.tokens = oauth2.NewTokenCache(t.client)
 	}
 	t.ctx, t.cancel = context.WithCancel(context.Background())
 	return t, nil
@@ -1992,13 +1994,13 @@ func (s *server) connectHTTP(ctx context.Context, sess *session) error {
 	if err != nil {
 		return utcp.NewError(utcp.CodeInvalidTemplate, "mcp: %s: url: %v", s.what(), err)
 	}
-	if err := transports.CheckURL(u, s.cfg.AllowInsecure); err != nil {
+	if err := httpclient.CheckURL(u, s.cfg.AllowInsecure); err != nil {
 		return err
 	}
 	rt := &roundTripper{base: s.t.client.Transport, s: s, sess: sess, origin: originOf(u)}
 	redirect := s.t.client.CheckRedirect
 	hc := &http.Client{Transport: rt, CheckRedirect: func(req *http.Request, via []*http.Request) error {
-		return redirect(req.WithContext(transports.WithAllowInsecure(req.Context(), s.cfg.AllowInsecure)), via)
+		return redirect(req.WithContext(httpclient.WithAllowInsecure(req.Context(), s.cfg.AllowInsecure)), via)
 	}}
 	if s.cfg.Transport == KindHTTP {
 		sess.kind = "streamable_http"
@@ -2009,12 +2011,12 @@ func (s *server) connectHTTP(ctx context.Context, sess *session) error {
 		}
 		status := int(rt.handshake.Load())
 		if ctx.Err() != nil || status < 400 || status >= 500 {
-			return &utcp.TransportError{Status: status, Err: fmt.Errorf("mcp: %s: Streamable HTTP handshake with %s: %w", s.what(), transports.RedactURL(u), err)}
+			return &utcp.TransportError{Status: status, Err: fmt.Errorf("mcp: %s: Streamable HTTP handshake with %s: %w", s.what(), utcp.RedactURL(u), err)}
 		}
 		s.log.Info("mcp: Streamable HTTP handshake refused; trying the legacy HTTP+SSE transport", "status", status)
 		cs, errSSE := s.newClient().Connect(ctx, &sdk.SSEClientTransport{Endpoint: s.cfg.URL, HTTPClient: hc, MaxEventSize: s.t.cfg.maxMessage}, s.sessionOptions())
 		if errSSE != nil {
-			return &utcp.TransportError{Status: status, Err: fmt.Errorf("mcp: %s: %s: Streamable HTTP handshake: %v; legacy HTTP+SSE: %w", s.what(), transports.RedactURL(u), err, errSSE)}
+			return &utcp.TransportError{Status: status, Err: fmt.Errorf("mcp: %s: %s: Streamable HTTP handshake: %v; legacy HTTP+SSE: %w", s.what(), utcp.RedactURL(u), err, errSSE)}
 		}
 		sess.kind, sess.cs = "sse", cs
 		return nil
@@ -2022,7 +2024,7 @@ func (s *server) connectHTTP(ctx context.Context, sess *session) error {
 	sess.kind = "sse"
 	cs, err := s.newClient().Connect(ctx, &sdk.SSEClientTransport{Endpoint: s.cfg.URL, HTTPClient: hc, MaxEventSize: s.t.cfg.maxMessage}, s.sessionOptions())
 	if err != nil {
-		return &utcp.TransportError{Err: fmt.Errorf("mcp: %s: legacy HTTP+SSE handshake with %s: %w", s.what(), transports.RedactURL(u), err)}
+		return &utcp.TransportError{Err: fmt.Errorf("mcp: %s: legacy HTTP+SSE handshake with %s: %w", s.what(), utcp.RedactURL(u), err)}
 	}
 	sess.cs = cs
 	return nil
@@ -2054,7 +2056,7 @@ func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 			for k, v := range rt.s.cfg.Headers {
 				r.Header.Set(k, v)
 			}
-			if err := transports.ApplyAuth(r.Context(), r, rt.s.auth, rt.s.t.tokens); err != nil {
+			if err := httpclient.ApplyAuth(r.Context(), r, rt.s.auth, rt.s.t.tokens); err != nil {
 				return nil, err
 			}
 		}

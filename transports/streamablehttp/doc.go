@@ -18,13 +18,13 @@
 // url is required; http_method is GET (the default) or POST; timeout, in
 // milliseconds, bounds a whole call, stream included (default 60000).
 // Arguments map onto the request as for the http transport
-// (transports.HTTPMapping): header_fields arguments become headers, the
+// (httpcall.Mapping): header_fields arguments become headers, the
 // body_field argument (none by default) becomes the body, encoded for
 // content_type (default application/octet-stream: a string as it is,
 // other values as JSON text; a JSON type sends JSON), {name} URL
 // placeholders take their arguments and the rest become query parameters.
 // Plain http is accepted only to loopback hosts unless allow_insecure is
-// true (transports.CheckURL, at discovery, before every call and at every
+// true (httpclient.CheckURL, at discovery, before every call and at every
 // redirect hop).
 //
 // # Splitting the response

@@ -13,6 +13,7 @@ import (
 
 	"github.com/utcpd/utcpd/internal/jsonx"
 	"github.com/utcpd/utcpd/transports"
+	"github.com/utcpd/utcpd/transports/internal/socket"
 	"github.com/utcpd/utcpd/utcp"
 )
 
@@ -119,7 +120,7 @@ type Template struct {
 
 // Validate checks the template as written. Errors name the field.
 func (t *Template) Validate() error {
-	if err := transports.ValidateSocketTemplate(t.Host, t.Port, t.Timeout, t.RequestDataFormat, t.Envelope, t.ResponseFormat, t.ResponseByteFormat); err != nil {
+	if err := socket.ValidateTemplate(t.Host, t.Port, t.Timeout, t.RequestDataFormat, t.Envelope, t.ResponseFormat, t.ResponseByteFormat); err != nil {
 		return err
 	}
 	switch t.FramingStrategy {
@@ -260,7 +261,7 @@ func specOf(tmpl *utcp.CallTemplate) (*Template, error) {
 
 // checkHost refuses hosts that are not loopback unless allow_insecure.
 func checkHost(t *Template) error {
-	return transports.CheckSocketHost("tcp", "TCP", t.Host, t.AllowInsecure)
+	return socket.CheckHost("tcp", "TCP", t.Host, t.AllowInsecure)
 }
 
 func joinHostPort(host string, port int) string { return net.JoinHostPort(host, strconv.Itoa(port)) }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/utcpd/utcpd/internal/jsonx"
 	"github.com/utcpd/utcpd/transports"
+	"github.com/utcpd/utcpd/transports/internal/socket"
 	"github.com/utcpd/utcpd/utcp"
 )
 
@@ -92,7 +93,7 @@ type Template struct {
 
 // Validate checks the template as written. Errors name the field.
 func (t *Template) Validate() error {
-	if err := transports.ValidateSocketTemplate(t.Host, t.Port, t.Timeout, t.RequestDataFormat, t.Envelope, t.ResponseFormat, t.ResponseByteFormat); err != nil {
+	if err := socket.ValidateTemplate(t.Host, t.Port, t.Timeout, t.RequestDataFormat, t.Envelope, t.ResponseFormat, t.ResponseByteFormat); err != nil {
 		return err
 	}
 	if n := t.NumberOfResponseDatagrams; n != nil && (*n < 0 || *n > 1024) {
@@ -164,7 +165,7 @@ func specOf(tmpl *utcp.CallTemplate) (*Template, error) {
 
 // checkHost refuses hosts that are not loopback unless allow_insecure.
 func checkHost(t *Template) error {
-	return transports.CheckSocketHost("udp", "UDP", t.Host, t.AllowInsecure)
+	return socket.CheckHost("udp", "UDP", t.Host, t.AllowInsecure)
 }
 
 // RenderRequest builds the request datagram of a call without the

@@ -19,6 +19,7 @@ import (
 	"github.com/utcpd/utcpd/internal/jsonx"
 	"github.com/utcpd/utcpd/internal/netguard"
 	"github.com/utcpd/utcpd/transports"
+	"github.com/utcpd/utcpd/transports/internal/httpclient"
 	"github.com/utcpd/utcpd/utcp"
 )
 
@@ -33,7 +34,7 @@ func (t *Transport) dial(ctx context.Context, spec *Template, auth *utcp.Auth, s
 	if err != nil {
 		return nil, utcp.NewError(utcp.CodeInvalidTemplate, "webrtc: %v", err)
 	}
-	if err := transports.CheckURL(u, spec.AllowInsecure); err != nil {
+	if err := httpclient.CheckURL(u, spec.AllowInsecure); err != nil {
 		return nil, err
 	}
 	pc, err := t.api.NewPeerConnection(webrtc.Configuration{ICEServers: iceServers(spec.ICEServers)})
@@ -43,7 +44,7 @@ func (t *Transport) dial(ctx context.Context, spec *Template, auth *utcp.Auth, s
 	p := &peer{
 		t:       t,
 		slot:    s,
-		url:     transports.RedactURL(u),
+		url:     utcp.RedactURL(u),
 		peerID:  spec.PeerID,
 		pc:      pc,
 		reasm:   NewReassembler(t.cfg.MaxMessageBytes),
@@ -173,7 +174,7 @@ func (t *Transport) signalHTTP(ctx context.Context, p *peer, spec *Template, aut
 		return err
 	}
 	body, _ := json.Marshal(Signal{Type: SignalOffer, SDP: sdp, PeerID: spec.PeerID})
-	req, err := http.NewRequestWithContext(transports.WithAllowInsecure(ctx, spec.AllowInsecure), http.MethodPost, u.String(), bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(httpclient.WithAllowInsecure(ctx, spec.AllowInsecure), http.MethodPost, u.String(), bytes.NewReader(body))
 	if err != nil {
 		return utcp.NewError(utcp.CodeInvalidTemplate, "webrtc: signaling_server: %v", err)
 	}
@@ -186,7 +187,7 @@ func (t *Transport) signalHTTP(ctx context.Context, p *peer, spec *Template, aut
 	if req.Header.Get("User-Agent") == "" {
 		req.Header.Set("User-Agent", "utcpd")
 	}
-	if err := transports.ApplyAuth(ctx, req, auth, t.tokens); err != nil {
+	if err := httpclient.ApplyAuth(ctx, req, auth, t.tokens); err != nil {
 		return err
 	}
 	resp, err := t.client.Do(req)
@@ -200,7 +201,7 @@ func (t *Transport) signalHTTP(ctx context.Context, p *peer, spec *Template, aut
 		}
 		return signalErr(p, "%v", unwrapURLError(err))
 	}
-	data, err := transports.ReadResponseBody(resp, maxSignalBytes)
+	data, err := httpclient.ReadResponseBody(resp, maxSignalBytes)
 	if err != nil {
 		if ctx.Err() != nil {
 			return timedOut()
@@ -324,7 +325,7 @@ func (t *Transport) signalWebSocket(ctx context.Context, p *peer, spec *Template
 	if req.Header.Get("User-Agent") == "" {
 		req.Header.Set("User-Agent", "utcpd")
 	}
-	if err := transports.ApplyAuth(ctx, req, auth, t.tokens); err != nil {
+	if err := httpclient.ApplyAuth(ctx, req, auth, t.tokens); err != nil {
 		return err
 	}
 	d := websocket.Dialer{Proxy: http.ProxyFromEnvironment, HandshakeTimeout: spec.connectTimeout(), NetDialContext: netguard.DialContext(nil)}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/utcpd/utcpd/transports"
+	"github.com/utcpd/utcpd/transports/internal/httpcall"
 	"github.com/utcpd/utcpd/utcp"
 )
 
@@ -145,7 +146,7 @@ func (t *Template) Validate() error {
 			}
 		}
 	}
-	if err := transports.ValidateHeaders("headers", t.Headers); err != nil {
+	if err := httpcall.ValidateHeaders("headers", t.Headers); err != nil {
 		return err
 	}
 	if t.ConnectTimeout < 0 {
@@ -217,7 +218,7 @@ func (t *Template) redacted() string {
 	if err != nil {
 		return "(invalid URL)"
 	}
-	return transports.RedactURL(u)
+	return utcp.RedactURL(u)
 }
 
 // connKey identifies a shareable peer connection: the manual and

@@ -19,6 +19,8 @@ import (
 
 	"github.com/utcpd/utcpd/internal/jsonx"
 	"github.com/utcpd/utcpd/transports"
+	"github.com/utcpd/utcpd/transports/internal/httpclient"
+	"github.com/utcpd/utcpd/transports/oauth2"
 	"github.com/utcpd/utcpd/utcp"
 )
 
@@ -119,14 +121,14 @@ func New(opts transports.Options) (*Transport, error) {
 	t := &Transport{
 		cfg:    cfg,
 		api:    api,
-		client: transports.NewHTTPClient(transports.ClientOptions{}),
+		client: httpclient.New(httpclient.Options{}),
 		tokens: opts.Tokens,
 		log:    log,
 		slots:  transports.Slots[*peer]{},
 		peers:  map[*peer]struct{}{},
 	}
 	if t.tokens == nil {
-		t.tokens = transports.NewTokenCache(nil)
+		t.tokens = oauth2.NewTokenCache(nil)
 	}
 	return t, nil
 }
@@ -194,7 +196,7 @@ func (t *Transport) Release(ctx context.Context, tmpl *utcp.CallTemplate) error 
 // the offer or answers something unusable, a tool_error answer, or no
 // answer within the template's timeout is discovery_failed; a connection
 // that does not open within connect_timeout is timeout; a URL refused by
-// transports.CheckURL is invalid_template. Success keeps the peer
+// httpclient.CheckURL is invalid_template. Success keeps the peer
 // connection open for the manual's calls until Release.
 func (t *Transport) RegisterManual(ctx context.Context, tmpl *utcp.CallTemplate) (*utcp.Manual, error) {
 	spec, auth, err := specOf(tmpl)

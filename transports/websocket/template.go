@@ -15,6 +15,8 @@ import (
 
 	"github.com/utcpd/utcpd/internal/jsonx"
 	"github.com/utcpd/utcpd/transports"
+	"github.com/utcpd/utcpd/transports/internal/httpcall"
+	"github.com/utcpd/utcpd/transports/internal/httpclient"
 	"github.com/utcpd/utcpd/utcp"
 )
 
@@ -81,10 +83,10 @@ var handshakeHeaders = []string{"Upgrade", "Connection", "Sec-Websocket-Key", "S
 // Validate checks the template as written (before variable substitution).
 // Errors name the field.
 func (t *Template) Validate() error {
-	if err := transports.ValidateTemplateURL(t.URL, "ws", "wss"); err != nil {
+	if err := httpcall.ValidateTemplateURL(t.URL, "ws", "wss"); err != nil {
 		return err
 	}
-	if err := transports.ValidateHeaders("headers", t.Headers); err != nil {
+	if err := httpcall.ValidateHeaders("headers", t.Headers); err != nil {
 		return err
 	}
 	for k := range t.Headers {
@@ -96,7 +98,7 @@ func (t *Template) Validate() error {
 		return errors.New("field header_fields is not supported by websocket: a connection is shared by many calls, so arguments cannot become handshake headers; put the values in the message instead")
 	}
 	for _, p := range t.protocols() {
-		if !transports.ValidHeaderName(p) {
+		if !httpclient.ValidHeaderName(p) {
 			return fmt.Errorf("field protocol/subprotocols: %q is not a valid subprotocol name", p)
 		}
 	}

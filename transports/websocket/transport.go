@@ -24,6 +24,8 @@ import (
 	"github.com/utcpd/utcpd/internal/jsonx"
 	"github.com/utcpd/utcpd/internal/netguard"
 	"github.com/utcpd/utcpd/transports"
+	"github.com/utcpd/utcpd/transports/internal/httpclient"
+	"github.com/utcpd/utcpd/transports/oauth2"
 	"github.com/utcpd/utcpd/utcp"
 )
 
@@ -185,7 +187,7 @@ func New(opts transports.Options) (*Transport, error) {
 		t.idleAfter = DefaultIdleTimeout
 	}
 	if t.tokens == nil {
-		t.tokens = transports.NewTokenCache(nil)
+		t.tokens = oauth2.NewTokenCache(nil)
 	}
 	return t, nil
 }
@@ -258,7 +260,7 @@ func (t *Transport) Release(ctx context.Context, tmpl *utcp.CallTemplate) error 
 // answer {"type":"utcp"} that way), read with manuals.ParseManual. An
 // error frame (a server without a manual to offer), any other answer, no
 // answer before the template's timeout, or a connection failure is
-// discovery_failed; a URL refused by transports.CheckURL is
+// discovery_failed; a URL refused by httpclient.CheckURL is
 // invalid_template. Success keeps the connection open for the manual's
 // calls until Release.
 func (t *Transport) RegisterManual(ctx context.Context, tmpl *utcp.CallTemplate) (*utcp.Manual, error) {
@@ -333,7 +335,7 @@ func redact(raw string) string {
 	if err != nil {
 		return "(invalid URL)"
 	}
-	return transports.RedactURL(u)
+	return utcp.RedactURL(u)
 }
 
 // CallTool runs one tool call and waits for its whole result. With the
@@ -506,11 +508,11 @@ func (t *Transport) dial(ctx context.Context, spec *Template, auth *utcp.Auth, e
 	if err != nil {
 		return nil, utcp.NewError(utcp.CodeInvalidTemplate, "websocket: url: %v", err)
 	}
-	if err := transports.CheckURL(u, spec.AllowInsecure); err != nil {
+	if err := httpclient.CheckURL(u, spec.AllowInsecure); err != nil {
 		return nil, err
 	}
 	if scheme := strings.ToLower(u.Scheme); scheme != "ws" && scheme != "wss" {
-		return nil, utcp.NewError(utcp.CodeInvalidTemplate, "websocket: url %q is not ws:// or wss://", transports.RedactURL(u))
+		return nil, utcp.NewError(utcp.CodeInvalidTemplate, "websocket: url %q is not ws:// or wss://", utcp.RedactURL(u))
 	}
 	// The handshake is an HTTP request: build one so that ApplyAuth can put
 	// the credentials in a header, the query or a cookie.
@@ -524,7 +526,7 @@ func (t *Transport) dial(ctx context.Context, spec *Template, auth *utcp.Auth, e
 	if req.Header.Get("User-Agent") == "" {
 		req.Header.Set("User-Agent", "utcpd")
 	}
-	if err := transports.ApplyAuth(ctx, req, auth, t.tokens); err != nil {
+	if err := httpclient.ApplyAuth(ctx, req, auth, t.tokens); err != nil {
 		return nil, err
 	}
 	offered := spec.protocols()
@@ -542,9 +544,9 @@ func (t *Transport) dial(ctx context.Context, spec *Template, auth *utcp.Auth, e
 		if resp != nil {
 			body, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
 			return nil, &utcp.TransportError{Status: resp.StatusCode,
-				Err: fmt.Errorf("websocket handshake with %s refused: HTTP %d %s: %s", transports.RedactURL(u), resp.StatusCode, http.StatusText(resp.StatusCode), jsonx.Excerpt(body))}
+				Err: fmt.Errorf("websocket handshake with %s refused: HTTP %d %s: %s", utcp.RedactURL(u), resp.StatusCode, http.StatusText(resp.StatusCode), jsonx.Excerpt(body))}
 		}
-		return nil, &utcp.TransportError{Err: fmt.Errorf("websocket %s: %w", transports.RedactURL(u), err)}
+		return nil, &utcp.TransportError{Err: fmt.Errorf("websocket %s: %w", utcp.RedactURL(u), err)}
 	}
 	if len(offered) > 0 {
 		got := ws.Subprotocol()
@@ -555,14 +557,14 @@ func (t *Transport) dial(ctx context.Context, spec *Template, auth *utcp.Auth, e
 			if got != "" {
 				what = fmt.Sprintf("selected %q, which was not offered", got)
 			}
-			return nil, &utcp.TransportError{Err: fmt.Errorf("websocket %s: the server refused subprotocol %s (it %s)", transports.RedactURL(u), strings.Join(quoted(offered), ", "), what)}
+			return nil, &utcp.TransportError{Err: fmt.Errorf("websocket %s: the server refused subprotocol %s (it %s)", utcp.RedactURL(u), strings.Join(quoted(offered), ", "), what)}
 		}
 	}
 	ws.SetReadLimit(t.cfg.MaxMessageBytes)
 	c := &conn{
 		t:        t,
 		slot:     s,
-		url:      transports.RedactURL(u),
+		url:      utcp.RedactURL(u),
 		ws:       ws,
 		envelope: envelope,
 		keep:     spec.keepAlive(),

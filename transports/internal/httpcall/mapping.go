@@ -1,4 +1,10 @@
-package transports
+// Package httpcall is what the HTTP-based transports share to make a
+// call: the UTCP mapping of a call's arguments onto a request (Mapping),
+// sending it with auth and one oauth2 retry (SendMapped), the error of a
+// non-2xx answer (StatusError), the lifetime of one streaming call (Call)
+// and of a streaming transport's client (Base), and the discovery of a
+// manual served over HTTP as is (FetchManual).
+package httpcall
 
 import (
 	"bytes"
@@ -15,6 +21,8 @@ import (
 	"strings"
 
 	"github.com/utcpd/utcpd/internal/jsonx"
+	"github.com/utcpd/utcpd/transports"
+	"github.com/utcpd/utcpd/transports/internal/httpclient"
 	"github.com/utcpd/utcpd/utcp"
 )
 
@@ -28,9 +36,9 @@ import (
 // first submatch is the name.
 var URLPlaceholder = regexp.MustCompile(`\{([^{}/?#&=]+)\}`)
 
-// HTTPMapping is what an HTTP-based call template says about turning a
+// Mapping is what an HTTP-based call template says about turning a
 // call's arguments into a request.
-type HTTPMapping struct {
+type Mapping struct {
 	// URL may hold {name} placeholders.
 	URL string
 	// Headers are static request headers.
@@ -42,11 +50,11 @@ type HTTPMapping struct {
 	// ContentType is the body's Content-Type when Headers set none; it
 	// also selects the body encoding (see EncodeBody).
 	ContentType string
-	// AllowInsecure is the template's allow_insecure (see CheckURL).
+	// AllowInsecure is the template's allow_insecure (see httpclient.CheckURL).
 	AllowInsecure bool
 }
 
-// MappedRequest is the outcome of HTTPMapping.Map.
+// MappedRequest is the outcome of Mapping.Map.
 type MappedRequest struct {
 	// URL is the request URL, placeholders filled and the query appended.
 	URL *url.URL
@@ -73,8 +81,8 @@ type MappedRequest struct {
 //     sorted, values rendered with jsonx.ArgString), appended to any query the
 //     URL already has.
 //
-// The final URL must pass CheckURL (invalid_template otherwise).
-func (m *HTTPMapping) Map(args map[string]any) (*MappedRequest, error) {
+// The final URL must pass httpclient.CheckURL (invalid_template otherwise).
+func (m *Mapping) Map(args map[string]any) (*MappedRequest, error) {
 	rest := make(map[string]any, len(args))
 	for k, v := range args {
 		rest[k] = v
@@ -93,7 +101,7 @@ func (m *HTTPMapping) Map(args map[string]any) (*MappedRequest, error) {
 		if !ok {
 			continue
 		}
-		if !ValidHeaderValue(s) {
+		if !httpclient.ValidHeaderValue(s) {
 			return nil, utcp.NewError(utcp.CodeInvalidArguments, "argument %q: a header value must not contain line breaks or NUL", name).WithDetail("argument", name)
 		}
 		header.Set(name, s)
@@ -120,7 +128,7 @@ func (m *HTTPMapping) Map(args map[string]any) (*MappedRequest, error) {
 	if err != nil {
 		return nil, utcp.NewError(utcp.CodeInvalidTemplate, "url: %v", err)
 	}
-	if err := CheckURL(u, m.AllowInsecure); err != nil {
+	if err := httpclient.CheckURL(u, m.AllowInsecure); err != nil {
 		return nil, err
 	}
 	if q := EncodeQuery(rest); q != "" {
@@ -313,10 +321,10 @@ func ValidateTemplateURL(raw string, schemes ...string) error {
 // ValidateHeaders checks the header names and values of a template field.
 func ValidateHeaders(field string, headers map[string]string) error {
 	for k, v := range headers {
-		if !ValidHeaderName(k) {
+		if !httpclient.ValidHeaderName(k) {
 			return fmt.Errorf("field %s: %q is not a valid header name", field, k)
 		}
-		if !ValidHeaderValue(v) {
+		if !httpclient.ValidHeaderValue(v) {
 			return fmt.Errorf("field %s: the value of %q contains a line break or NUL", field, k)
 		}
 	}
@@ -325,16 +333,16 @@ func ValidateHeaders(field string, headers map[string]string) error {
 
 // SendMapped sends one request for mr with method (a nil Body sends none)
 // through client: it sets User-Agent "utcpd" unless the headers set one,
-// applies auth with ApplyAuth, and, when an oauth2-protected backend
+// applies auth with httpclient.ApplyAuth, and, when an oauth2-protected backend
 // answers 401, drops the token from tokens and retries once with a fresh
 // one. The response is returned whatever its status; the caller reads and
 // closes its body.
 //
 // The end of ctx returns an error wrapping context.Cause(ctx); a redirect
-// refused by NewHTTPClient's policy, a refused connection or any other
+// refused by httpclient.New's policy, a refused connection or any other
 // failure to send is a *utcp.TransportError naming the method and the URL
-// (without its query). Errors of ApplyAuth are returned as they are.
-func SendMapped(ctx context.Context, client *http.Client, tokens TokenSource, method string, mr *MappedRequest, auth *utcp.Auth) (*http.Response, error) {
+// (without its query). Errors of httpclient.ApplyAuth are returned as they are.
+func SendMapped(ctx context.Context, client *http.Client, tokens transports.TokenSource, method string, mr *MappedRequest, auth *utcp.Auth) (*http.Response, error) {
 	for attempt := 0; ; attempt++ {
 		var body io.Reader
 		if mr.Body != nil {
@@ -348,13 +356,13 @@ func SendMapped(ctx context.Context, client *http.Client, tokens TokenSource, me
 		if req.Header.Get("User-Agent") == "" {
 			req.Header.Set("User-Agent", "utcpd")
 		}
-		if err := ApplyAuth(ctx, req, auth, tokens); err != nil {
+		if err := httpclient.ApplyAuth(ctx, req, auth, tokens); err != nil {
 			return nil, err
 		}
 		resp, err := client.Do(req)
 		if err != nil {
 			if ctx.Err() != nil {
-				return nil, fmt.Errorf("%s %s: %w", method, RedactURL(mr.URL), context.Cause(ctx))
+				return nil, fmt.Errorf("%s %s: %w", method, utcp.RedactURL(mr.URL), context.Cause(ctx))
 			}
 			var ue *url.Error
 			if errors.As(err, &ue) {
@@ -364,7 +372,7 @@ func SendMapped(ctx context.Context, client *http.Client, tokens TokenSource, me
 			if errors.As(err, &uerr) { // a refused redirect
 				return nil, &utcp.TransportError{Err: uerr}
 			}
-			return nil, &utcp.TransportError{Err: fmt.Errorf("%s %s: %w", method, RedactURL(mr.URL), err)}
+			return nil, &utcp.TransportError{Err: fmt.Errorf("%s %s: %w", method, utcp.RedactURL(mr.URL), err)}
 		}
 		if resp.StatusCode == http.StatusUnauthorized && attempt == 0 && auth != nil && auth.Type == utcp.AuthOAuth2 && tokens != nil {
 			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
@@ -376,11 +384,11 @@ func SendMapped(ctx context.Context, client *http.Client, tokens TokenSource, me
 	}
 }
 
-// HTTPStatusError is the error for a response that is not 2xx, given the
+// StatusError is the error for a response that is not 2xx, given the
 // start of its body: a *utcp.ToolError for 4xx (the tool refused: Status,
 // the decoded body as Value, an excerpt in the message) and a
 // *utcp.TransportError for any other status.
-func HTTPStatusError(method string, u *url.URL, status int, contentType string, body []byte) error {
+func StatusError(method string, u *url.URL, status int, contentType string, body []byte) error {
 	if status >= 400 && status <= 499 {
 		return &utcp.ToolError{
 			Status:  status,
@@ -389,5 +397,5 @@ func HTTPStatusError(method string, u *url.URL, status int, contentType string, 
 		}
 	}
 	return &utcp.TransportError{Status: status,
-		Err: fmt.Errorf("%s %s answered HTTP %d %s: %s", method, RedactURL(u), status, http.StatusText(status), jsonx.Excerpt(body))}
+		Err: fmt.Errorf("%s %s answered HTTP %d %s: %s", method, utcp.RedactURL(u), status, http.StatusText(status), jsonx.Excerpt(body))}
 }
