@@ -28,7 +28,7 @@ var allowed = []struct {
 	{"manuals", []string{"utcp"}},
 	{"registry/...", []string{"registry", "utcp"}},
 
-	{"transports", []string{"utcp", "manuals", "internal/netguard", "internal/jsonx"}},
+	{"transports", []string{"utcp", "manuals", "internal/netguard"}},
 	{"transports/all", []string{"transports/*"}},
 	{"transports/transporttest", []string{"transports", "transports/transporttest/fixture", "utcp"}},
 	{"transports/transporttest/fixture", []string{"utcp"}},

@@ -274,5 +274,5 @@ func joinHostPort(host string, port int) string { return net.JoinHostPort(host, 
 // argument values by spaces in the order of their names. A placeholder
 // naming a missing argument is an invalid_arguments error naming it.
 func RenderRequest(format, tmpl string, args map[string]any) ([]byte, error) {
-	return transports.RenderSocketRequest("tcp", format, tmpl, args)
+	return socket.RenderRequest("tcp", format, tmpl, args)
 }

@@ -19,6 +19,8 @@ import (
 	"github.com/utcpd/utcpd/internal/jsonx"
 	"github.com/utcpd/utcpd/internal/netguard"
 	"github.com/utcpd/utcpd/transports"
+	"github.com/utcpd/utcpd/transports/internal/envelope"
+	"github.com/utcpd/utcpd/transports/internal/socket"
 	"github.com/utcpd/utcpd/utcp"
 )
 
@@ -40,24 +42,24 @@ var (
 
 // The frame types of the utcpd envelope (see the package documentation).
 const (
-	FrameCall     = transports.FrameCall     // client → server: run a tool
-	FrameCancel   = transports.FrameCancel   // client → server: the caller gave up
-	FrameDiscover = transports.FrameDiscover // client → server: send your manual
-	FrameResult   = transports.FrameResult   // server → client: the whole result; ends the call
-	FrameEvent    = transports.FrameEvent    // server → client: one streamed item
-	FrameEnd      = transports.FrameEnd      // server → client: the stream is over
-	FrameError    = transports.FrameError    // server → client: the call failed; ends the call
-	FrameManual   = transports.FrameManual   // server → client: the manual asked for
+	FrameCall     = envelope.FrameCall     // client → server: run a tool
+	FrameCancel   = envelope.FrameCancel   // client → server: the caller gave up
+	FrameDiscover = envelope.FrameDiscover // client → server: send your manual
+	FrameResult   = envelope.FrameResult   // server → client: the whole result; ends the call
+	FrameEvent    = envelope.FrameEvent    // server → client: one streamed item
+	FrameEnd      = envelope.FrameEnd      // server → client: the stream is over
+	FrameError    = envelope.FrameError    // server → client: the call failed; ends the call
+	FrameManual   = envelope.FrameManual   // server → client: the manual asked for
 )
 
 // Frame is one message of the utcpd envelope, JSON in one frame of the
 // template's framing. Clients send call, cancel and utcp frames; servers
 // answer with result, event, end, error and manual frames carrying the id
 // of the request.
-type Frame = transports.Frame
+type Frame = envelope.Frame
 
 // WireError is the error object of an error frame.
-type WireError = transports.WireError
+type WireError = envelope.WireError
 
 // Framing delimits frames on a byte stream, in both directions. The zero
 // value is FramingStream.
@@ -361,7 +363,7 @@ func (t *Transport) discover(ctx context.Context, manual string, spec *Template)
 		}
 		return nil, fail("%w", err)
 	}
-	return transports.SocketManual(data, fail, t.log, manual, spec.addr())
+	return envelope.ReadManual(data, fail, t.log, manual, spec.addr())
 }
 
 // CallTool runs one tool call and waits for its whole result. In
@@ -383,7 +385,7 @@ func (t *Transport) CallTool(ctx context.Context, call *utcp.Call) (*utcp.Result
 		if err != nil {
 			return nil, err
 		}
-		v, err := transports.ConvertResponse("tcp", x.spec.responseFormat(), data)
+		v, err := socket.ConvertResponse("tcp", x.spec.responseFormat(), data)
 		if err != nil {
 			return nil, err
 		}
@@ -416,7 +418,7 @@ func (t *Transport) CallTool(ctx context.Context, call *utcp.Call) (*utcp.Result
 			return &utcp.Result{Value: events}, nil
 		case FrameError:
 			x.finish(true)
-			return nil, transports.DecodeWireError(f.Error).CallError("tcp")
+			return nil, envelope.DecodeWireError(f.Error).CallError("tcp")
 		}
 	}
 }
@@ -459,7 +461,7 @@ func (t *Transport) start(ctx context.Context, call *utcp.Call) (*exchange, erro
 	var id string
 	if spec.Envelope {
 		id = strconv.FormatUint(t.seq.Add(1), 10)
-		if payload, err = transports.EnvelopeCall("tcp", id, call.Name, call.Arguments); err != nil {
+		if payload, err = envelope.EncodeCall("tcp", id, call.Name, call.Arguments); err != nil {
 			return nil, err
 		}
 	} else if payload, err = RenderRequest(spec.RequestDataFormat, spec.RequestDataTemplate, call.Arguments); err != nil {
@@ -665,7 +667,7 @@ func (x *exchange) next() (*wireFrame, error) {
 		default:
 			return nil, &utcp.TransportError{Err: fmt.Errorf("tcp: %s answered a frame of unknown type %q", x.spec.addr(), f.Type)}
 		}
-		if transports.FrameID(f.ID) != x.id {
+		if envelope.FrameID(f.ID) != x.id {
 			continue // a late answer for an earlier call
 		}
 		return &f, nil
@@ -710,7 +712,7 @@ func (s *stream) Recv() (*utcp.Event, error) {
 		s.end(io.EOF, true)
 		return nil, io.EOF
 	}
-	err = transports.DecodeWireError(f.Error).CallError("tcp")
+	err = envelope.DecodeWireError(f.Error).CallError("tcp")
 	s.end(err, true)
 	return nil, err
 }

@@ -176,5 +176,5 @@ func checkHost(t *Template) error {
 // empty. A placeholder naming a missing argument is an invalid_arguments
 // error naming it.
 func RenderRequest(format, tmpl string, args map[string]any) ([]byte, error) {
-	return transports.RenderSocketRequest("udp", format, tmpl, args)
+	return socket.RenderRequest("udp", format, tmpl, args)
 }

@@ -17,6 +17,8 @@ import (
 	"github.com/utcpd/utcpd/internal/jsonx"
 	"github.com/utcpd/utcpd/internal/netguard"
 	"github.com/utcpd/utcpd/transports"
+	"github.com/utcpd/utcpd/transports/internal/envelope"
+	"github.com/utcpd/utcpd/transports/internal/socket"
 	"github.com/utcpd/utcpd/utcp"
 )
 
@@ -40,21 +42,21 @@ var (
 // (see the package documentation). They are the tcp and websocket
 // transports' frame types.
 const (
-	FrameCall     = transports.FrameCall     // client → server: run a tool
-	FrameCancel   = transports.FrameCancel   // client → server: the caller gave up
-	FrameDiscover = transports.FrameDiscover // client → server: send your manual
-	FrameResult   = transports.FrameResult   // server → client: the whole result; ends the call
-	FrameEvent    = transports.FrameEvent    // server → client: one streamed item
-	FrameEnd      = transports.FrameEnd      // server → client: the stream is over
-	FrameError    = transports.FrameError    // server → client: the call failed; ends the call
-	FrameManual   = transports.FrameManual   // server → client: the manual asked for
+	FrameCall     = envelope.FrameCall     // client → server: run a tool
+	FrameCancel   = envelope.FrameCancel   // client → server: the caller gave up
+	FrameDiscover = envelope.FrameDiscover // client → server: send your manual
+	FrameResult   = envelope.FrameResult   // server → client: the whole result; ends the call
+	FrameEvent    = envelope.FrameEvent    // server → client: one streamed item
+	FrameEnd      = envelope.FrameEnd      // server → client: the stream is over
+	FrameError    = envelope.FrameError    // server → client: the call failed; ends the call
+	FrameManual   = envelope.FrameManual   // server → client: the manual asked for
 )
 
 // Frame is one datagram of the utcpd envelope.
-type Frame = transports.Frame
+type Frame = envelope.Frame
 
 // WireError is the error object of an error frame.
-type WireError = transports.WireError
+type WireError = envelope.WireError
 
 // Transport is the udp transport. It is safe for concurrent use. Each
 // call uses a connected UDP socket of its own while it runs, so
@@ -154,7 +156,7 @@ func (t *Transport) RegisterManual(ctx context.Context, tmpl *utcp.CallTemplate)
 		}
 		return nil, err
 	}
-	m, err := transports.SocketManual(data, fail, t.log, tmpl.Name, spec.addr())
+	m, err := envelope.ReadManual(data, fail, t.log, tmpl.Name, spec.addr())
 	if err != nil {
 		return nil, err
 	}
@@ -195,7 +197,7 @@ func (t *Transport) CallTool(ctx context.Context, call *utcp.Call) (*utcp.Result
 			if size += int64(len(data)); size > x.spec.maxResponse() {
 				return nil, transports.TooLarge(x.spec.maxResponse())
 			}
-			v, err := transports.ConvertResponse("udp", x.spec.responseFormat(), data)
+			v, err := socket.ConvertResponse("udp", x.spec.responseFormat(), data)
 			if err != nil {
 				return nil, err
 			}
@@ -233,7 +235,7 @@ func (t *Transport) CallTool(ctx context.Context, call *utcp.Call) (*utcp.Result
 			}
 			return &utcp.Result{Value: events}, nil
 		case FrameError:
-			return nil, transports.DecodeWireError(f.Error).CallError("udp")
+			return nil, envelope.DecodeWireError(f.Error).CallError("udp")
 		}
 	}
 }
@@ -276,7 +278,7 @@ func (t *Transport) start(ctx context.Context, call *utcp.Call) (*exchange, erro
 	var id string
 	if spec.Envelope {
 		id = strconv.FormatUint(t.seq.Add(1), 10)
-		if payload, err = transports.EnvelopeCall("udp", id, call.Name, call.Arguments); err != nil {
+		if payload, err = envelope.EncodeCall("udp", id, call.Name, call.Arguments); err != nil {
 			return nil, err
 		}
 	} else if payload, err = RenderRequest(spec.RequestDataFormat, spec.RequestDataTemplate, call.Arguments); err != nil {
@@ -458,7 +460,7 @@ func (x *exchange) next() (*wireFrame, error) {
 		default:
 			return nil, &utcp.TransportError{Err: fmt.Errorf("udp: %s answered a datagram of unknown type %q", x.spec.addr(), f.Type)}
 		}
-		if transports.FrameID(f.ID) != x.id {
+		if envelope.FrameID(f.ID) != x.id {
 			continue
 		}
 		return &f, nil
@@ -504,7 +506,7 @@ func (s *stream) Recv() (*utcp.Event, error) {
 		s.end(io.EOF, true)
 		return nil, io.EOF
 	}
-	err = transports.DecodeWireError(f.Error).CallError("udp")
+	err = envelope.DecodeWireError(f.Error).CallError("udp")
 	s.end(err, true)
 	return nil, err
 }

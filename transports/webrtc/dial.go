@@ -19,6 +19,7 @@ import (
 	"github.com/utcpd/utcpd/internal/jsonx"
 	"github.com/utcpd/utcpd/internal/netguard"
 	"github.com/utcpd/utcpd/transports"
+	"github.com/utcpd/utcpd/transports/internal/envelope"
 	"github.com/utcpd/utcpd/transports/internal/httpclient"
 	"github.com/utcpd/utcpd/utcp"
 )
@@ -257,7 +258,7 @@ func signalError(raw json.RawMessage) string {
 	if len(bytes.TrimSpace(raw)) == 0 {
 		return "no reason given"
 	}
-	we := transports.DecodeWireError(raw)
+	we := envelope.DecodeWireError(raw)
 	if we.Message == "" {
 		return "no reason given"
 	}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/utcpd/utcpd/internal/jsonx"
 	"github.com/utcpd/utcpd/transports"
+	"github.com/utcpd/utcpd/transports/internal/envelope"
 	"github.com/utcpd/utcpd/transports/internal/httpclient"
 	"github.com/utcpd/utcpd/transports/oauth2"
 	"github.com/utcpd/utcpd/utcp"
@@ -571,7 +572,7 @@ type inMsg struct {
 	id        string
 	value     any  // output (tool_response) or event (tool_event)
 	hasOutput bool // a tool_response carried a non-null output
-	err       *transports.WireError
+	err       *envelope.WireError
 	manual    []byte
 	fail      error // typeFailed
 	size      int
@@ -669,9 +670,9 @@ func parseMessage(data []byte) (*inMsg, error) {
 	case TypeToolEvent:
 		m.value = jsonx.DecodeOptional(w.Event)
 	case TypeToolError:
-		m.err = transports.DecodeWireError(w.Error)
+		m.err = envelope.DecodeWireError(w.Error)
 		if len(bytes.TrimSpace(w.Error)) == 0 {
-			m.err = &transports.WireError{}
+			m.err = &envelope.WireError{}
 		}
 	case TypeManual:
 		m.manual = w.Manual

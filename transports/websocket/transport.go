@@ -24,6 +24,7 @@ import (
 	"github.com/utcpd/utcpd/internal/jsonx"
 	"github.com/utcpd/utcpd/internal/netguard"
 	"github.com/utcpd/utcpd/transports"
+	"github.com/utcpd/utcpd/transports/internal/envelope"
 	"github.com/utcpd/utcpd/transports/internal/httpclient"
 	"github.com/utcpd/utcpd/transports/oauth2"
 	"github.com/utcpd/utcpd/utcp"
@@ -47,14 +48,14 @@ var (
 
 // The frame types of the utcpd envelope (see the package documentation).
 const (
-	FrameCall     = "call"   // client → server: run a tool
-	FrameCancel   = "cancel" // client → server: the caller gave up
-	FrameDiscover = "utcp"   // client → server: send your manual
-	FrameResult   = "result" // server → client: the whole result; ends the call
-	FrameEvent    = "event"  // server → client: one streamed item
-	FrameEnd      = "end"    // server → client: the stream is over
-	FrameError    = "error"  // server → client: the call failed; ends the call
-	FrameManual   = "manual" // server → client: the manual asked for
+	FrameCall     = envelope.FrameCall     // client → server: run a tool
+	FrameCancel   = envelope.FrameCancel   // client → server: the caller gave up
+	FrameDiscover = envelope.FrameDiscover // client → server: send your manual
+	FrameResult   = envelope.FrameResult   // server → client: the whole result; ends the call
+	FrameEvent    = envelope.FrameEvent    // server → client: one streamed item
+	FrameEnd      = envelope.FrameEnd      // server → client: the stream is over
+	FrameError    = envelope.FrameError    // server → client: the call failed; ends the call
+	FrameManual   = envelope.FrameManual   // server → client: the manual asked for
 )
 
 // EnvelopeSubprotocol is the WebSocket subprotocol name of the utcpd
@@ -65,40 +66,10 @@ const EnvelopeSubprotocol = "utcpd.v1"
 // Frame is one message of the utcpd envelope, as JSON in a text frame.
 // Clients send call, cancel and utcp frames; servers answer with result,
 // event, end, error and manual frames carrying the id of the request.
-type Frame struct {
-	// Type is one of the Frame* constants.
-	Type string `json:"type"`
-	// ID correlates a request and its answers: a string the client chose,
-	// unique among the calls in flight on the connection.
-	ID string `json:"id,omitempty"`
-	// Tool is the tool's name as the server knows it (call).
-	Tool string `json:"tool,omitempty"`
-	// Arguments are the call's arguments (call).
-	Arguments map[string]any `json:"arguments,omitempty"`
-	// Result is the tool's whole result (result).
-	Result any `json:"result,omitempty"`
-	// Event optionally names a streamed item (event).
-	Event string `json:"event,omitempty"`
-	// Data is one streamed item (event).
-	Data any `json:"data,omitempty"`
-	// Error describes a failure (error).
-	Error *WireError `json:"error,omitempty"`
-	// Manual is the server's UTCP manual (manual).
-	Manual json.RawMessage `json:"manual,omitempty"`
-}
+type Frame = envelope.Frame
 
 // WireError is the error object of an error frame.
-type WireError struct {
-	// Code is "tool_error" (the tool failed; the default),
-	// "tool_not_found", "invalid_arguments", "invalid_request" (the server
-	// did not understand the frame) or "unsupported" (for example, no
-	// manual to offer).
-	Code string `json:"code,omitempty"`
-	// Message says what went wrong.
-	Message string `json:"message"`
-	// Data is the tool's own error payload, if any.
-	Data any `json:"data,omitempty"`
-}
+type WireError = envelope.WireError
 
 // Defaults of the websocket transport.
 const (
@@ -969,14 +940,14 @@ func parseEnvelope(mt int, data []byte) (*inFrame, error) {
 		return f, nil
 	}
 	f.typ = *w.Type
-	f.id = frameID(w.ID)
+	f.id = envelope.FrameID(w.ID)
 	switch f.typ {
 	case FrameResult:
-		f.value = decodeValue(w.Result)
+		f.value = jsonx.DecodeOptional(w.Result)
 	case FrameEvent:
-		f.value, f.event = decodeValue(w.Data), w.Event
+		f.value, f.event = jsonx.DecodeOptional(w.Data), w.Event
 	case FrameError:
-		f.err = decodeWireError(w.Error)
+		f.err = envelope.DecodeWireError(w.Error)
 	case FrameManual:
 		f.manual = w.Manual
 		if len(f.manual) == 0 || bytes.Equal(bytes.TrimSpace(f.manual), []byte("null")) {
@@ -992,58 +963,6 @@ func parseEnvelope(mt int, data []byte) (*inFrame, error) {
 // envelopeTypes are the frames a message-mode call reads as envelope
 // frames rather than as answers.
 var envelopeTypes = []string{FrameResult, FrameEvent, FrameEnd, FrameError}
-
-// frameID renders an id given as a JSON string or number.
-func frameID(raw json.RawMessage) string {
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
-		return ""
-	}
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		return s
-	}
-	return string(raw)
-}
-
-func decodeValue(raw json.RawMessage) any {
-	if len(raw) == 0 {
-		return nil
-	}
-	v, _ := jsonx.DecodeValue(raw)
-	return v
-}
-
-func decodeWireError(raw json.RawMessage) *WireError {
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		return &WireError{Message: s}
-	}
-	var e struct {
-		Code    string          `json:"code"`
-		Message string          `json:"message"`
-		Data    json.RawMessage `json:"data"`
-	}
-	if json.Unmarshal(raw, &e) != nil {
-		return &WireError{Message: strings.TrimSpace(string(raw))}
-	}
-	return &WireError{Code: e.Code, Message: e.Message, Data: decodeValue(e.Data)}
-}
-
-// callError turns an error frame into the call's error.
-func callError(e *WireError) error {
-	msg := e.Message
-	if msg == "" {
-		msg = "the tool reported an error"
-	}
-	switch e.Code {
-	case "tool_not_found":
-		return utcp.Errorf(utcp.CodeToolNotFound, "websocket: %s: %w", msg, transports.ErrToolNotFound)
-	case "invalid_request":
-		return &utcp.TransportError{Err: fmt.Errorf("websocket: the server refused the request: %s", msg)}
-	}
-	return &utcp.ToolError{Message: msg, Value: e.Data}
-}
 
 // plainValue converts a message-mode answer by response_format, and
 // returns the event type for a stream ("binary" for base64 data).
@@ -1124,7 +1043,7 @@ func (s *stream) next() (*inFrame, error) {
 	case FrameEnd:
 		return nil, s.finishLocked(io.EOF)
 	case FrameError:
-		return nil, s.finishLocked(callError(f.err))
+		return nil, s.finishLocked(f.err.CallError("websocket"))
 	}
 	return f, nil
 }
