@@ -22,6 +22,7 @@ import (
 
 	"github.com/utcpd/utcpd/manuals"
 	"github.com/utcpd/utcpd/transports"
+	"github.com/utcpd/utcpd/transports/internal/procenv"
 	"github.com/utcpd/utcpd/utcp"
 )
 
@@ -701,7 +702,7 @@ func environment(spec *Template, sc *script, args map[string]any) ([]string, err
 	if inherit == nil {
 		inherit = DefaultInherit
 	}
-	env := transports.InheritEnv(inherit)
+	env := procenv.Inherit(inherit)
 	env.SetAll(spec.EnvVars)
 	for _, name := range sc.args.order {
 		v, ok := args[name]

@@ -30,6 +30,7 @@ import (
 
 	"github.com/utcpd/utcpd/transports"
 	"github.com/utcpd/utcpd/transports/internal/httpclient"
+	"github.com/utcpd/utcpd/transports/internal/procenv"
 	"github.com/utcpd/utcpd/transports/oauth2"
 	"github.com/utcpd/utcpd/utcp"
 )
@@ -1979,7 +1980,7 @@ func environment(cfg *Server) []string {
 	if inherit == nil {
 		inherit = DefaultInherit
 	}
-	env := transports.InheritEnv(inherit)
+	env := procenv.Inherit(inherit)
 	env.SetAll(cfg.Env)
 	return env.List()
 }

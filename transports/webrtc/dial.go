@@ -18,9 +18,9 @@ import (
 
 	"github.com/utcpd/utcpd/internal/jsonx"
 	"github.com/utcpd/utcpd/internal/netguard"
-	"github.com/utcpd/utcpd/transports"
 	"github.com/utcpd/utcpd/transports/internal/envelope"
 	"github.com/utcpd/utcpd/transports/internal/httpclient"
+	"github.com/utcpd/utcpd/transports/internal/session"
 	"github.com/utcpd/utcpd/utcp"
 )
 
@@ -30,7 +30,7 @@ import (
 // dial opens a peer connection to spec's peer and waits, at most
 // connect_timeout, until its data channel is open. s is the connection's
 // slot.
-func (t *Transport) dial(ctx context.Context, spec *Template, auth *utcp.Auth, s *transports.Slot[*peer]) (*peer, error) {
+func (t *Transport) dial(ctx context.Context, spec *Template, auth *utcp.Auth, s *session.Slot[*peer]) (*peer, error) {
 	u, err := spec.signalingURL()
 	if err != nil {
 		return nil, utcp.NewError(utcp.CodeInvalidTemplate, "webrtc: %v", err)

@@ -21,6 +21,7 @@ import (
 	"github.com/utcpd/utcpd/transports"
 	"github.com/utcpd/utcpd/transports/internal/envelope"
 	"github.com/utcpd/utcpd/transports/internal/httpclient"
+	"github.com/utcpd/utcpd/transports/internal/session"
 	"github.com/utcpd/utcpd/transports/oauth2"
 	"github.com/utcpd/utcpd/utcp"
 )
@@ -85,9 +86,9 @@ type Transport struct {
 
 	mu     sync.Mutex
 	closed bool
-	slots  transports.Slots[*peer] // by connKey
-	peers  map[*peer]struct{}      // every peer connection not yet torn down
-	wg     sync.WaitGroup          // peer connection goroutines
+	slots  session.Slots[*peer] // by connKey
+	peers  map[*peer]struct{}   // every peer connection not yet torn down
+	wg     sync.WaitGroup       // peer connection goroutines
 }
 
 // New returns a webrtc Transport configured by opts.Config (a Config,
@@ -125,7 +126,7 @@ func New(opts transports.Options) (*Transport, error) {
 		client: httpclient.New(httpclient.Options{}),
 		tokens: opts.Tokens,
 		log:    log,
-		slots:  transports.Slots[*peer]{},
+		slots:  session.Slots[*peer]{},
 		peers:  map[*peer]struct{}{},
 	}
 	if t.tokens == nil {
@@ -159,7 +160,7 @@ func (t *Transport) Close() error {
 	for p := range t.peers {
 		peers = append(peers, p)
 	}
-	t.slots = transports.Slots[*peer]{}
+	t.slots = session.Slots[*peer]{}
 	t.mu.Unlock()
 	for _, p := range peers {
 		p.fail(errClosed)
@@ -185,7 +186,7 @@ func (t *Transport) Release(ctx context.Context, tmpl *utcp.CallTemplate) error 
 	}
 	victims := t.slots.Take(name)
 	t.mu.Unlock()
-	transports.CloseSlots(ctx, victims, errDeregistered(name))
+	session.CloseSlots(ctx, victims, errDeregistered(name))
 	return nil
 }
 
@@ -394,7 +395,7 @@ func ctxError(ctx context.Context, spec *Template) error {
 // peer is one peer connection, its data channel, and the calls on it.
 type peer struct {
 	t      *Transport
-	slot   *transports.Slot[*peer]
+	slot   *session.Slot[*peer]
 	url    string // the signaling server, redacted
 	peerID string
 	pc     *webrtc.PeerConnection
@@ -435,7 +436,7 @@ func (p *peer) isClosing() bool {
 	}
 }
 
-// Closing, Shut and Done make a peer a transports.SessionConn.
+// Closing, Shut and Done make a peer a session.Conn.
 func (p *peer) Closing() bool { return p.isClosing() }
 
 // Shut is fail.

@@ -26,6 +26,7 @@ import (
 	"github.com/utcpd/utcpd/transports"
 	"github.com/utcpd/utcpd/transports/internal/envelope"
 	"github.com/utcpd/utcpd/transports/internal/httpclient"
+	"github.com/utcpd/utcpd/transports/internal/session"
 	"github.com/utcpd/utcpd/transports/oauth2"
 	"github.com/utcpd/utcpd/utcp"
 )
@@ -118,9 +119,9 @@ type Transport struct {
 
 	mu     sync.Mutex
 	closed bool
-	slots  transports.Slots[*conn] // by connKey
-	conns  map[*conn]struct{}      // every open connection
-	wg     sync.WaitGroup          // connection goroutines
+	slots  session.Slots[*conn] // by connKey
+	conns  map[*conn]struct{}   // every open connection
+	wg     sync.WaitGroup       // connection goroutines
 }
 
 // New returns a websocket Transport configured by opts.Config (a Config,
@@ -148,7 +149,7 @@ func New(opts transports.Options) (*Transport, error) {
 		log:       log,
 		pingEvery: time.Duration(cfg.PingInterval * float64(time.Millisecond)),
 		idleAfter: time.Duration(cfg.IdleTimeout * float64(time.Millisecond)),
-		slots:     transports.Slots[*conn]{},
+		slots:     session.Slots[*conn]{},
 		conns:     map[*conn]struct{}{},
 	}
 	if t.pingEvery == 0 {
@@ -195,7 +196,7 @@ func (t *Transport) Close() error {
 	for c := range t.conns {
 		conns = append(conns, c)
 	}
-	t.slots = transports.Slots[*conn]{}
+	t.slots = session.Slots[*conn]{}
 	t.mu.Unlock()
 	for _, c := range conns {
 		c.closeGracefully(errClosed)
@@ -220,7 +221,7 @@ func (t *Transport) Release(ctx context.Context, tmpl *utcp.CallTemplate) error 
 	}
 	victims := t.slots.Take(name)
 	t.mu.Unlock()
-	transports.CloseSlots(ctx, victims, errDeregistered(name))
+	session.CloseSlots(ctx, victims, errDeregistered(name))
 	return nil
 }
 
@@ -474,7 +475,7 @@ func ctxError(ctx context.Context, rawURL string) error {
 // dial opens a connection: the URL check, the handshake with headers,
 // auth and subprotocols, and the reader (and, kept alive, heartbeat)
 // goroutines. s is the connection's slot, nil for a per-call connection.
-func (t *Transport) dial(ctx context.Context, spec *Template, auth *utcp.Auth, envelope bool, s *transports.Slot[*conn]) (*conn, error) {
+func (t *Transport) dial(ctx context.Context, spec *Template, auth *utcp.Auth, envelope bool, s *session.Slot[*conn]) (*conn, error) {
 	u, err := url.Parse(spec.URL)
 	if err != nil {
 		return nil, utcp.NewError(utcp.CodeInvalidTemplate, "websocket: url: %v", err)
@@ -579,7 +580,7 @@ func quoted(s []string) []string {
 // conn is one WebSocket connection and the calls it carries.
 type conn struct {
 	t        *Transport
-	slot     *transports.Slot[*conn]
+	slot     *session.Slot[*conn]
 	url      string
 	ws       *websocket.Conn
 	envelope bool // calls are correlated by id; else one call at a time
@@ -624,7 +625,7 @@ func (c *conn) isClosing() bool {
 	}
 }
 
-// Closing, Shut and Done make a conn a transports.SessionConn.
+// Closing, Shut and Done make a conn a session.Conn.
 func (c *conn) Closing() bool { return c.isClosing() }
 
 // Shut is closeGracefully.
