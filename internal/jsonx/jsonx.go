@@ -83,10 +83,22 @@ func Marshal(v any) ([]byte, error) {
 // DecodeValue decodes b when it holds exactly one JSON value (numbers
 // as json.Number) and reports whether it did. Numbers, strings, booleans
 // and null take a fast path without a json.Decoder, as most streamed
-// events are small.
+// events are small; objects and arrays of plain form (see DecodePlain),
+// as most response bodies are, are decoded without a json.Decoder and
+// without a json.Valid pass.
 func DecodeValue(b []byte) (any, bool) {
 	b = bytes.TrimSpace(b)
-	if len(b) == 0 || !json.Valid(b) {
+	if len(b) == 0 {
+		return nil, false
+	}
+	if c := b[0]; c == '{' || c == '[' {
+		// DecodePlain takes exactly one value and nothing else: what it
+		// accepts is valid JSON.
+		if v, ok := DecodePlain(b); ok {
+			return v, true
+		}
+	}
+	if !json.Valid(b) {
 		return nil, false
 	}
 	switch c := b[0]; {
@@ -104,9 +116,6 @@ func DecodeValue(b []byte) (any, bool) {
 			return nil, false
 		}
 		return s, true
-	}
-	if v, ok := DecodePlain(b); ok {
-		return v, true
 	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.UseNumber()

@@ -3,7 +3,6 @@ package http
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -16,7 +15,6 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
 	"github.com/utcpd/utcpd/internal/jsonx"
 	"github.com/utcpd/utcpd/manuals"
@@ -280,19 +278,19 @@ func (t *Transport) CallTool(ctx context.Context, call *utcp.Call) (*utcp.Result
 	if err != nil {
 		return nil, err
 	}
-	body := buf.Bytes() // decodeBody and excerpt copy what they keep
+	body := buf.Bytes() // httpcall.DecodeBody and jsonx.Excerpt copy what they keep
 	switch {
 	case status >= 200 && status <= 299:
-		return &utcp.Result{Value: decodeBody(ctype, body)}, nil
+		return &utcp.Result{Value: httpcall.DecodeBody(ctype, body)}, nil
 	case status >= 400 && status <= 499:
 		return nil, &utcp.ToolError{
 			Status:  status,
-			Value:   decodeBody(ctype, body),
-			Message: fmt.Sprintf("HTTP %d %s: %s", status, nethttp.StatusText(status), excerpt(body)),
+			Value:   httpcall.DecodeBody(ctype, body),
+			Message: fmt.Sprintf("HTTP %d %s: %s", status, nethttp.StatusText(status), jsonx.Excerpt(body)),
 		}
 	default:
 		return nil, &utcp.TransportError{Status: status,
-			Err: fmt.Errorf("%s %s answered HTTP %d %s: %s", r.method, r.redacted(), status, nethttp.StatusText(status), excerpt(body))}
+			Err: fmt.Errorf("%s %s answered HTTP %d %s: %s", r.method, r.redacted(), status, nethttp.StatusText(status), jsonx.Excerpt(body))}
 	}
 }
 
@@ -447,45 +445,6 @@ func quoteAll(s []string) []string {
 	return out
 }
 
-// decodeBody turns a response body into the call's value.
-func decodeBody(contentType string, body []byte) any {
-	if len(bytes.TrimSpace(body)) == 0 {
-		if len(body) == 0 {
-			return nil
-		}
-		return string(body)
-	}
-	if httpcall.IsJSONMediaType(contentType) {
-		if v, ok := jsonx.DecodePlain(body); ok {
-			return v
-		}
-		dec := json.NewDecoder(bytes.NewReader(body))
-		dec.UseNumber()
-		var v any
-		if err := dec.Decode(&v); err == nil && !dec.More() {
-			return v
-		}
-	}
-	return string(body)
-}
-
-// excerpt returns the start of body for an error message.
-func excerpt(body []byte) string {
-	const max = 512
-	s := strings.TrimSpace(string(body))
-	if s == "" {
-		return "(empty body)"
-	}
-	if len(s) <= max {
-		return s
-	}
-	cut := max
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "…"
-}
-
 // RegisterManual fetches the manual template's URL (with its method,
 // headers and auth) and returns the manual it serves:
 //
@@ -550,7 +509,7 @@ func (t *Transport) RegisterManual(ctx context.Context, tmpl *utcp.CallTemplate)
 		return nil, fail("%w", err)
 	}
 	if status < 200 || status > 299 {
-		return nil, fail("HTTP %d %s: %s", status, nethttp.StatusText(status), excerpt(body)).WithDetail("status", status)
+		return nil, fail("HTTP %d %s: %s", status, nethttp.StatusText(status), jsonx.Excerpt(body)).WithDetail("status", status)
 	}
 	if err := transports.PrecheckManual(ctx, body); err != nil {
 		return nil, err // over the discovery limits: refused before decoding
