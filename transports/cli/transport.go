@@ -131,7 +131,7 @@ func New(opts transports.Options) (*Transport, error) {
 // tool_call_template keep none. Every failure is a discovery_failed
 // error.
 func (t *Transport) RegisterManual(ctx context.Context, tmpl *utcp.CallTemplate) (*utcp.Manual, error) {
-	spec, err := specOf(tmpl)
+	spec, _, err := transports.SpecOf[Template](tmpl, "cli", parseTemplate)
 	if err != nil {
 		return nil, err
 	}
@@ -179,7 +179,7 @@ func (t *Transport) Release(ctx context.Context, tmpl *utcp.CallTemplate) error 
 // whole process group; output over the cap kills it too and fails with
 // payload_too_large.
 func (t *Transport) CallTool(ctx context.Context, call *utcp.Call) (*utcp.Result, error) {
-	spec, err := specOf(call.Template)
+	spec, _, err := transports.SpecOf[Template](call.Template, "cli", parseTemplate)
 	if err != nil {
 		return nil, err
 	}
@@ -218,7 +218,7 @@ func (t *Transport) CallTool(ctx context.Context, call *utcp.Call) (*utcp.Result
 // (payload_too_large); a stream has no cap on its total size. Closing the
 // stream kills the process group.
 func (t *Transport) CallToolStream(ctx context.Context, call *utcp.Call) (transports.Stream, error) {
-	spec, err := specOf(call.Template)
+	spec, _, err := transports.SpecOf[Template](call.Template, "cli", parseTemplate)
 	if err != nil {
 		return nil, err
 	}
@@ -255,17 +255,6 @@ func (t *Transport) Close() error {
 
 // errClosed ends runs when the transport closes, and refuses new ones.
 var errClosed = utcp.NewError(utcp.CodeUnavailable, "cli: transport closed")
-
-func specOf(tmpl *utcp.CallTemplate) (*Template, error) {
-	if tmpl == nil {
-		return nil, utcp.Errorf(utcp.CodeInvalidTemplate, "cli: no call template: %w", transports.ErrInvalidTemplate)
-	}
-	spec, ok := tmpl.Spec.(*Template)
-	if !ok || spec == nil {
-		return nil, utcp.Errorf(utcp.CodeInvalidTemplate, "cli: call template %q was not parsed by the cli transport (Spec is %T): %w", tmpl.Name, tmpl.Spec, transports.ErrInvalidTemplate)
-	}
-	return spec, nil
-}
 
 func timeoutOf(spec *Template, def time.Duration) time.Duration {
 	if spec.Timeout > 0 {

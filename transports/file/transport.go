@@ -73,7 +73,7 @@ var errClosed = utcp.NewError(utcp.CodeUnavailable, "file: transport closed")
 // document (converted) or a UTCP manual. Failures are discovery_failed
 // errors that name the file and the problem.
 func (t *Transport) RegisterManual(ctx context.Context, tmpl *utcp.CallTemplate) (*utcp.Manual, error) {
-	spec, err := specOf(tmpl)
+	spec, _, err := transports.SpecOf[Template](tmpl, "file", parseTemplate)
 	if err != nil {
 		return nil, err
 	}
@@ -129,7 +129,7 @@ func (t *Transport) Release(ctx context.Context, tmpl *utcp.CallTemplate) error 
 // A file that cannot be read is a *utcp.TransportError; one over the size
 // cap is payload_too_large.
 func (t *Transport) CallTool(ctx context.Context, call *utcp.Call) (*utcp.Result, error) {
-	spec, err := specOf(call.Template)
+	spec, _, err := transports.SpecOf[Template](call.Template, "file", parseTemplate)
 	if err != nil {
 		return nil, err
 	}
@@ -180,15 +180,4 @@ func decodeContent(data []byte) any {
 func (t *Transport) Close() error {
 	t.closed.Store(true)
 	return nil
-}
-
-func specOf(tmpl *utcp.CallTemplate) (*Template, error) {
-	if tmpl == nil {
-		return nil, utcp.Errorf(utcp.CodeInvalidTemplate, "file: no call template: %w", transports.ErrInvalidTemplate)
-	}
-	spec, ok := tmpl.Spec.(*Template)
-	if !ok || spec == nil {
-		return nil, utcp.Errorf(utcp.CodeInvalidTemplate, "file: call template %q was not parsed by the file transport (Spec is %T): %w", tmpl.Name, tmpl.Spec, transports.ErrInvalidTemplate)
-	}
-	return spec, nil
 }

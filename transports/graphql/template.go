@@ -200,8 +200,3 @@ func ParseTemplate(raw json.RawMessage) (utcp.CallTemplate, error) {
 	tmpl, _, err := transports.DecodeTemplateOf[Template](raw, Type)
 	return tmpl, err
 }
-
-// specOf returns the *Template of tmpl, parsing Raw when Spec is unset.
-func specOf(tmpl *utcp.CallTemplate) (*Template, *utcp.Auth, error) {
-	return transports.SpecOf[Template](tmpl, Type, ParseTemplate)
-}

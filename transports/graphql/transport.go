@@ -167,7 +167,7 @@ func (t *Transport) RegisterManual(ctx context.Context, tmpl *utcp.CallTemplate)
 	if t.isClosed() {
 		return nil, errClosed
 	}
-	spec, auth, err := specOf(tmpl)
+	spec, auth, err := transports.SpecOf[Template](tmpl, Type, ParseTemplate)
 	if err != nil {
 		return nil, err
 	}
@@ -678,7 +678,7 @@ func (t *Transport) CallTool(ctx context.Context, call *utcp.Call) (*utcp.Result
 	if t.isClosed() {
 		return nil, errClosed
 	}
-	spec, auth, err := specOf(call.Template)
+	spec, auth, err := transports.SpecOf[Template](call.Template, Type, ParseTemplate)
 	if err != nil {
 		return nil, err
 	}
@@ -761,7 +761,7 @@ func (t *Transport) CallToolStream(ctx context.Context, call *utcp.Call) (transp
 	if t.isClosed() {
 		return nil, errClosed
 	}
-	spec, auth, err := specOf(call.Template)
+	spec, auth, err := transports.SpecOf[Template](call.Template, Type, ParseTemplate)
 	if err != nil {
 		return nil, err
 	}

@@ -339,9 +339,3 @@ func ParseTemplate(raw json.RawMessage) (utcp.CallTemplate, error) {
 	}
 	return tmpl, nil
 }
-
-// specOf returns the *Template of tmpl and its auth, parsing Raw when Spec
-// is unset.
-func specOf(tmpl *utcp.CallTemplate) (*Template, *utcp.Auth, error) {
-	return transports.SpecOf[Template](tmpl, Type, ParseTemplate)
-}

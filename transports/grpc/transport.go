@@ -207,7 +207,7 @@ func (t *Transport) Release(_ context.Context, tmpl *utcp.CallTemplate) error {
 // descriptor_set, proto_files, or server reflection) and returns one tool
 // per method. A failure is discovery_failed naming the source.
 func (t *Transport) RegisterManual(ctx context.Context, tmpl *utcp.CallTemplate) (*utcp.Manual, error) {
-	spec, auth, err := specOf(tmpl)
+	spec, auth, err := transports.SpecOf[Template](tmpl, Type, ParseTemplate)
 	if err != nil {
 		return nil, err
 	}
@@ -533,7 +533,7 @@ func (t *Transport) start(ctx context.Context, call *utcp.Call) (*invocation, er
 	if call == nil {
 		return nil, utcp.NewError(utcp.CodeInvalidRequest, "grpc: no call")
 	}
-	spec, auth, err := specOf(call.Template)
+	spec, auth, err := transports.SpecOf[Template](call.Template, Type, ParseTemplate)
 	if err != nil {
 		return nil, err
 	}

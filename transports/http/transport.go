@@ -261,7 +261,7 @@ func (t *Transport) CallTool(ctx context.Context, call *utcp.Call) (*utcp.Result
 	if call == nil {
 		return nil, utcp.NewError(utcp.CodeInvalidRequest, "http: no call")
 	}
-	spec, auth, err := specOf(call.Template)
+	spec, auth, err := transports.SpecOf[Template](call.Template, Type, ParseTemplate)
 	if err != nil {
 		return nil, err
 	}
@@ -468,7 +468,7 @@ func (t *Transport) RegisterManual(ctx context.Context, tmpl *utcp.CallTemplate)
 	if t.closed.Load() {
 		return nil, errClosed
 	}
-	spec, auth, err := specOf(tmpl)
+	spec, auth, err := transports.SpecOf[Template](tmpl, Type, ParseTemplate)
 	if err != nil {
 		return nil, err
 	}

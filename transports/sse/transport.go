@@ -134,7 +134,7 @@ func (t *Transport) RegisterManual(ctx context.Context, tmpl *utcp.CallTemplate)
 	if t.base.Closed() {
 		return nil, errClosed
 	}
-	spec, auth, err := specOf(tmpl)
+	spec, auth, err := transports.SpecOf[Template](tmpl, Type, ParseTemplate)
 	if err != nil {
 		return nil, err
 	}
@@ -193,7 +193,7 @@ func (t *Transport) open(ctx context.Context, call *utcp.Call) (*stream, error) 
 	if call == nil {
 		return nil, utcp.NewError(utcp.CodeInvalidRequest, "sse: no call")
 	}
-	spec, auth, err := specOf(call.Template)
+	spec, auth, err := transports.SpecOf[Template](call.Template, Type, ParseTemplate)
 	if err != nil {
 		return nil, err
 	}

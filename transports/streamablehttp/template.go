@@ -135,8 +135,3 @@ func ParseTemplate(raw json.RawMessage) (utcp.CallTemplate, error) {
 	spec.applyDefaults()
 	return tmpl, nil
 }
-
-// specOf returns the *Template of tmpl, parsing Raw when Spec is unset.
-func specOf(tmpl *utcp.CallTemplate) (*Template, *utcp.Auth, error) {
-	return transports.SpecOf[Template](tmpl, Type, ParseTemplate)
-}

@@ -253,12 +253,6 @@ func ParseTemplate(raw json.RawMessage) (utcp.CallTemplate, error) {
 	return tmpl, nil
 }
 
-// specOf returns the *Template of tmpl, parsing Raw when Spec is unset.
-func specOf(tmpl *utcp.CallTemplate) (*Template, error) {
-	spec, _, err := transports.SpecOf[Template](tmpl, Type, ParseTemplate)
-	return spec, err
-}
-
 // checkHost refuses hosts that are not loopback unless allow_insecure.
 func checkHost(t *Template) error {
 	return socket.CheckHost("tcp", "TCP", t.Host, t.AllowInsecure)

@@ -320,7 +320,7 @@ func (t *Transport) Release(_ context.Context, tmpl *utcp.CallTemplate) error {
 // in envelope mode) and reads one answer: an envelope manual frame, or a
 // bare UTCP manual. Anything else is discovery_failed.
 func (t *Transport) RegisterManual(ctx context.Context, tmpl *utcp.CallTemplate) (*utcp.Manual, error) {
-	spec, err := specOf(tmpl)
+	spec, _, err := transports.SpecOf[Template](tmpl, Type, ParseTemplate)
 	if err != nil {
 		return nil, err
 	}
@@ -428,7 +428,7 @@ func (t *Transport) CallTool(ctx context.Context, call *utcp.Call) (*utcp.Result
 // before the end closes the connection, which tells the server the caller
 // went away. Without the envelope the whole answer is one event.
 func (t *Transport) CallToolStream(ctx context.Context, call *utcp.Call) (transports.Stream, error) {
-	spec, err := specOf(call.Template)
+	spec, _, err := transports.SpecOf[Template](call.Template, Type, ParseTemplate)
 	if err != nil {
 		return nil, err
 	}
@@ -450,7 +450,7 @@ func (t *Transport) start(ctx context.Context, call *utcp.Call) (*exchange, erro
 	if call == nil {
 		return nil, utcp.NewError(utcp.CodeInvalidRequest, "tcp: no call")
 	}
-	spec, err := specOf(call.Template)
+	spec, _, err := transports.SpecOf[Template](call.Template, Type, ParseTemplate)
 	if err != nil {
 		return nil, err
 	}

@@ -55,7 +55,7 @@ var errClosed = utcp.NewError(utcp.CodeUnavailable, "text: transport closed")
 // document (converted) or a UTCP manual. Failures are discovery_failed
 // errors that name the problem.
 func (t *Transport) RegisterManual(ctx context.Context, tmpl *utcp.CallTemplate) (*utcp.Manual, error) {
-	spec, err := specOf(tmpl)
+	spec, _, err := transports.SpecOf[Template](tmpl, "text", parseTemplate)
 	if err != nil {
 		return nil, err
 	}
@@ -111,7 +111,7 @@ func (t *Transport) Release(ctx context.Context, tmpl *utcp.CallTemplate) error 
 // CallTool returns the tool template's content: decoded JSON when it
 // parses, else the text. The arguments are ignored.
 func (t *Transport) CallTool(ctx context.Context, call *utcp.Call) (*utcp.Result, error) {
-	spec, err := specOf(call.Template)
+	spec, _, err := transports.SpecOf[Template](call.Template, "text", parseTemplate)
 	if err != nil {
 		return nil, err
 	}
@@ -137,15 +137,4 @@ func decodeContent(data []byte) any {
 func (t *Transport) Close() error {
 	t.closed.Store(true)
 	return nil
-}
-
-func specOf(tmpl *utcp.CallTemplate) (*Template, error) {
-	if tmpl == nil {
-		return nil, utcp.Errorf(utcp.CodeInvalidTemplate, "text: no call template: %w", transports.ErrInvalidTemplate)
-	}
-	spec, ok := tmpl.Spec.(*Template)
-	if !ok || spec == nil {
-		return nil, utcp.Errorf(utcp.CodeInvalidTemplate, "text: call template %q was not parsed by the text transport (Spec is %T): %w", tmpl.Name, tmpl.Spec, transports.ErrInvalidTemplate)
-	}
-	return spec, nil
 }

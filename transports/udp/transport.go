@@ -129,7 +129,7 @@ func (t *Transport) Release(_ context.Context, tmpl *utcp.CallTemplate) error {
 // bare UTCP manual. Anything else, or silence until the timeout, is
 // discovery_failed (the timeout as the context's error).
 func (t *Transport) RegisterManual(ctx context.Context, tmpl *utcp.CallTemplate) (*utcp.Manual, error) {
-	spec, err := specOf(tmpl)
+	spec, _, err := transports.SpecOf[Template](tmpl, Type, ParseTemplate)
 	if err != nil {
 		return nil, err
 	}
@@ -245,7 +245,7 @@ func (t *Transport) CallTool(ctx context.Context, call *utcp.Call) (*utcp.Result
 // io.EOF; Close before the end sends a cancel datagram (best effort: UDP
 // may lose it). Without the envelope the whole answer is one event.
 func (t *Transport) CallToolStream(ctx context.Context, call *utcp.Call) (transports.Stream, error) {
-	spec, err := specOf(call.Template)
+	spec, _, err := transports.SpecOf[Template](call.Template, Type, ParseTemplate)
 	if err != nil {
 		return nil, err
 	}
@@ -267,7 +267,7 @@ func (t *Transport) start(ctx context.Context, call *utcp.Call) (*exchange, erro
 	if call == nil {
 		return nil, utcp.NewError(utcp.CodeInvalidRequest, "udp: no call")
 	}
-	spec, err := specOf(call.Template)
+	spec, _, err := transports.SpecOf[Template](call.Template, Type, ParseTemplate)
 	if err != nil {
 		return nil, err
 	}

@@ -201,7 +201,7 @@ func (t *Transport) Release(ctx context.Context, tmpl *utcp.CallTemplate) error 
 // httpclient.CheckURL is invalid_template. Success keeps the peer
 // connection open for the manual's calls until Release.
 func (t *Transport) RegisterManual(ctx context.Context, tmpl *utcp.CallTemplate) (*utcp.Manual, error) {
-	spec, auth, err := specOf(tmpl)
+	spec, auth, err := transports.SpecOf[Template](tmpl, Type, ParseTemplate)
 	if err != nil {
 		return nil, err
 	}
@@ -325,7 +325,7 @@ func (t *Transport) start(ctx context.Context, call *utcp.Call) (*stream, error)
 	if call == nil {
 		return nil, utcp.NewError(utcp.CodeInvalidRequest, "webrtc: no call")
 	}
-	spec, auth, err := specOf(call.Template)
+	spec, auth, err := transports.SpecOf[Template](call.Template, Type, ParseTemplate)
 	if err != nil {
 		return nil, err
 	}

@@ -170,11 +170,6 @@ func ParseTemplate(raw json.RawMessage) (utcp.CallTemplate, error) {
 	return tmpl, err
 }
 
-// specOf returns the *Template of tmpl, parsing Raw when Spec is unset.
-func specOf(tmpl *utcp.CallTemplate) (*Template, *utcp.Auth, error) {
-	return transports.SpecOf[Template](tmpl, Type, ParseTemplate)
-}
-
 // placeholderRE matches UTCP_ARG_<name>_UTCP_END and python-utcp's
 // UTCP_ARG_<name>_UTCP_ARG.
 var placeholderRE = regexp.MustCompile(`UTCP_ARG_([A-Za-z0-9_.\-]+?)_UTCP_(?:END|ARG)`)
