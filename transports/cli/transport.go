@@ -161,15 +161,6 @@ func (t *Transport) RegisterManual(ctx context.Context, tmpl *utcp.CallTemplate)
 	return m, nil
 }
 
-func discoveryError(what string, err error) error {
-	return &utcp.Error{Code: utcp.CodeDiscoveryFailed, Message: fmt.Sprintf("cli: %s: %v", what, err), Err: err}
-}
-
-// Release does nothing: the cli transport keeps no per-manual state.
-func (t *Transport) Release(ctx context.Context, tmpl *utcp.CallTemplate) error {
-	return nil
-}
-
 // CallTool runs the tool's commands once and returns their output: the
 // standard output if it is not blank, else the standard error, trimmed,
 // decoded as JSON when it starts with { or [ and parses, else as a string.
@@ -238,6 +229,11 @@ func (t *Transport) CallToolStream(ctx context.Context, call *utcp.Call) (transp
 	return s, nil
 }
 
+// Release does nothing: the cli transport keeps no per-manual state.
+func (t *Transport) Release(ctx context.Context, tmpl *utcp.CallTemplate) error {
+	return nil
+}
+
 // Close kills every process the transport still runs, waits until they
 // are reaped, and refuses new calls. It is idempotent.
 func (t *Transport) Close() error {
@@ -251,6 +247,10 @@ func (t *Transport) Close() error {
 	t.cancel()
 	t.wg.Wait()
 	return nil
+}
+
+func discoveryError(what string, err error) error {
+	return &utcp.Error{Code: utcp.CodeDiscoveryFailed, Message: fmt.Sprintf("cli: %s: %v", what, err), Err: err}
 }
 
 // errClosed ends runs when the transport closes, and refuses new ones.

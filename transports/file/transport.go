@@ -119,11 +119,6 @@ func (t *Transport) RegisterManual(ctx context.Context, tmpl *utcp.CallTemplate)
 	return m, nil
 }
 
-// Release does nothing: the file transport keeps no per-manual state.
-func (t *Transport) Release(ctx context.Context, tmpl *utcp.CallTemplate) error {
-	return nil
-}
-
 // CallTool reads the tool template's file and returns its contents:
 // decoded JSON when they parse, else the text. The arguments are ignored.
 // A file that cannot be read is a *utcp.TransportError; one over the size
@@ -145,6 +140,17 @@ func (t *Transport) CallTool(ctx context.Context, call *utcp.Call) (*utcp.Result
 		return nil, &utcp.TransportError{Err: fmt.Errorf("file: tool %s: %w", call.Tool, err)}
 	}
 	return &utcp.Result{Value: decodeContent(data)}, nil
+}
+
+// Release does nothing: the file transport keeps no per-manual state.
+func (t *Transport) Release(ctx context.Context, tmpl *utcp.CallTemplate) error {
+	return nil
+}
+
+// Close marks the transport closed. It is idempotent.
+func (t *Transport) Close() error {
+	t.closed.Store(true)
+	return nil
 }
 
 // read reads path up to the size cap.
@@ -174,10 +180,4 @@ func decodeContent(data []byte) any {
 		return v
 	}
 	return string(data)
-}
-
-// Close marks the transport closed. It is idempotent.
-func (t *Transport) Close() error {
-	t.closed.Store(true)
-	return nil
 }

@@ -115,42 +115,6 @@ func New(opts transports.Options) (*Transport, error) {
 // errClosed refuses calls after Close and ends the subscriptions Close cuts.
 var errClosed = utcp.NewError(utcp.CodeUnavailable, "graphql: transport closed")
 
-// Close ends every subscription in flight (their streams fail with code
-// unavailable), waits for their goroutines, closes the pooled HTTP
-// connections and refuses later calls. It is idempotent.
-func (t *Transport) Close() error {
-	t.mu.Lock()
-	if t.closed {
-		t.mu.Unlock()
-		return nil
-	}
-	t.closed = true
-	streams := make([]*subStream, 0, len(t.streams))
-	for s := range t.streams {
-		streams = append(streams, s)
-	}
-	t.mu.Unlock()
-	for _, s := range streams {
-		s.shut(errClosed)
-	}
-	t.wg.Wait()
-	t.client.CloseIdleConnections()
-	return nil
-}
-
-// Release forgets the manual's operations (transports.Count calls it
-// when the manual's last registration ends). Subscriptions in flight run
-// on.
-func (t *Transport) Release(ctx context.Context, tmpl *utcp.CallTemplate) error {
-	if tmpl == nil {
-		return nil
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	delete(t.manuals, tmpl.Name)
-	return nil
-}
-
 // RegisterManual discovers the tools of the endpoint: it POSTs
 // IntrospectionQuery and makes every field of the Query, Mutation and
 // Subscription types a tool (see the package documentation), or, when
@@ -199,6 +163,142 @@ func (t *Transport) RegisterManual(ctx context.Context, tmpl *utcp.CallTemplate)
 		tools = []utcp.Tool{}
 	}
 	return &utcp.Manual{UTCPVersion: utcp.Version, ManualVersion: "1.0.0", Tools: tools}, nil
+}
+
+// CallTool runs one call and waits for its whole result. A query or
+// mutation is one POST of {"query","variables","operationName"}; its
+// result is data.<field> (for an explicit document: the value of data's
+// only key, or the whole data). A subscription is run over
+// graphql-transport-ws and its events' values are returned as a list once
+// the server completes it (capped at Config.MaxResponseBytes).
+//
+// GraphQL errors in the answer (whatever the HTTP status) are a
+// *utcp.ToolError whose message joins the error messages and whose Value
+// is {"errors": [...], "data": <partial data or null>}; the validation
+// error for a root field the schema lacks is tool_not_found. An HTTP
+// status of 300 or more without a GraphQL body, and a 2xx body that is
+// not a GraphQL response, are a *utcp.TransportError with the status; so
+// is a backend that cannot be reached. An oversized response is
+// payload_too_large; the end of ctx or of the template's timeout returns
+// the context's error; arguments the tool does not take are
+// invalid_arguments; a call after DeregisterManual is manual_not_found.
+func (t *Transport) CallTool(ctx context.Context, call *utcp.Call) (*utcp.Result, error) {
+	if call == nil {
+		return nil, utcp.NewError(utcp.CodeInvalidRequest, "graphql: no call")
+	}
+	if t.isClosed() {
+		return nil, errClosed
+	}
+	spec, auth, err := transports.SpecOf[Template](call.Template, Type, ParseTemplate)
+	if err != nil {
+		return nil, err
+	}
+	if d := spec.timeout(); d > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, d)
+		defer cancel()
+	}
+	p, err := t.plan(ctx, call, spec, auth)
+	if err != nil {
+		return nil, err
+	}
+	if p.op.opType == OpSubscription {
+		return t.collect(ctx, spec, auth, p)
+	}
+	u, err := t.endpoint(spec)
+	if err != nil {
+		return nil, err
+	}
+	body, err := p.requestBody()
+	if err != nil {
+		return nil, err
+	}
+	resp, err := t.post(ctx, u, spec, auth, p.headers, body)
+	if err != nil {
+		return nil, err
+	}
+	if !resp.graphql {
+		return nil, resp.notGraphQL(http.MethodPost, u)
+	}
+	if resp.errs != nil {
+		var data any
+		if resp.data != nil {
+			data, _ = jsonx.DecodeValue(resp.data)
+		}
+		return nil, gqlError(resp.errs, data, resp.status, p.op.field)
+	}
+	return &utcp.Result{Value: result(resp.data, p.key)}, nil
+}
+
+// CallToolStream starts one call and returns its events. A subscription
+// streams over graphql-transport-ws: each next message is one event whose
+// Data is data.<field> (the whole payload's data for an explicit document
+// with several root fields); the server's complete ends the stream with
+// io.EOF, an error message (or a next carrying errors) ends it with the
+// error CallTool would return. Closing the stream early, or the end of
+// ctx, sends complete for the subscription and closes its connection. A
+// query or mutation yields its CallTool result as a single event. The
+// template's timeout bounds the handshake (DefaultTimeout without it), not
+// the stream.
+func (t *Transport) CallToolStream(ctx context.Context, call *utcp.Call) (transports.Stream, error) {
+	if call == nil {
+		return nil, utcp.NewError(utcp.CodeInvalidRequest, "graphql: no call")
+	}
+	if t.isClosed() {
+		return nil, errClosed
+	}
+	spec, auth, err := transports.SpecOf[Template](call.Template, Type, ParseTemplate)
+	if err != nil {
+		return nil, err
+	}
+	p, err := t.plan(ctx, call, spec, auth)
+	if err != nil {
+		return nil, err
+	}
+	if p.op.opType != OpSubscription {
+		res, err := t.CallTool(ctx, call)
+		if err != nil {
+			return nil, err
+		}
+		return transports.SingleEvent(&utcp.Event{Data: res.Value}), nil
+	}
+	return t.subscribe(ctx, spec, auth, p)
+}
+
+// Release forgets the manual's operations (transports.Count calls it
+// when the manual's last registration ends). Subscriptions in flight run
+// on.
+func (t *Transport) Release(ctx context.Context, tmpl *utcp.CallTemplate) error {
+	if tmpl == nil {
+		return nil
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.manuals, tmpl.Name)
+	return nil
+}
+
+// Close ends every subscription in flight (their streams fail with code
+// unavailable), waits for their goroutines, closes the pooled HTTP
+// connections and refuses later calls. It is idempotent.
+func (t *Transport) Close() error {
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return nil
+	}
+	t.closed = true
+	streams := make([]*subStream, 0, len(t.streams))
+	for s := range t.streams {
+		streams = append(streams, s)
+	}
+	t.mu.Unlock()
+	for _, s := range streams {
+		s.shut(errClosed)
+	}
+	t.wg.Wait()
+	t.client.CloseIdleConnections()
+	return nil
 }
 
 func (t *Transport) isClosed() bool {
@@ -654,71 +754,6 @@ func result(data json.RawMessage, key string) any {
 	return m
 }
 
-// CallTool runs one call and waits for its whole result. A query or
-// mutation is one POST of {"query","variables","operationName"}; its
-// result is data.<field> (for an explicit document: the value of data's
-// only key, or the whole data). A subscription is run over
-// graphql-transport-ws and its events' values are returned as a list once
-// the server completes it (capped at Config.MaxResponseBytes).
-//
-// GraphQL errors in the answer (whatever the HTTP status) are a
-// *utcp.ToolError whose message joins the error messages and whose Value
-// is {"errors": [...], "data": <partial data or null>}; the validation
-// error for a root field the schema lacks is tool_not_found. An HTTP
-// status of 300 or more without a GraphQL body, and a 2xx body that is
-// not a GraphQL response, are a *utcp.TransportError with the status; so
-// is a backend that cannot be reached. An oversized response is
-// payload_too_large; the end of ctx or of the template's timeout returns
-// the context's error; arguments the tool does not take are
-// invalid_arguments; a call after DeregisterManual is manual_not_found.
-func (t *Transport) CallTool(ctx context.Context, call *utcp.Call) (*utcp.Result, error) {
-	if call == nil {
-		return nil, utcp.NewError(utcp.CodeInvalidRequest, "graphql: no call")
-	}
-	if t.isClosed() {
-		return nil, errClosed
-	}
-	spec, auth, err := transports.SpecOf[Template](call.Template, Type, ParseTemplate)
-	if err != nil {
-		return nil, err
-	}
-	if d := spec.timeout(); d > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, d)
-		defer cancel()
-	}
-	p, err := t.plan(ctx, call, spec, auth)
-	if err != nil {
-		return nil, err
-	}
-	if p.op.opType == OpSubscription {
-		return t.collect(ctx, spec, auth, p)
-	}
-	u, err := t.endpoint(spec)
-	if err != nil {
-		return nil, err
-	}
-	body, err := p.requestBody()
-	if err != nil {
-		return nil, err
-	}
-	resp, err := t.post(ctx, u, spec, auth, p.headers, body)
-	if err != nil {
-		return nil, err
-	}
-	if !resp.graphql {
-		return nil, resp.notGraphQL(http.MethodPost, u)
-	}
-	if resp.errs != nil {
-		var data any
-		if resp.data != nil {
-			data, _ = jsonx.DecodeValue(resp.data)
-		}
-		return nil, gqlError(resp.errs, data, resp.status, p.op.field)
-	}
-	return &utcp.Result{Value: result(resp.data, p.key)}, nil
-}
-
 // collect runs a subscription to its end and returns its values as a list.
 func (t *Transport) collect(ctx context.Context, spec *Template, auth *utcp.Auth, p *callPlan) (*utcp.Result, error) {
 	s, err := t.subscribe(ctx, spec, auth, p)
@@ -742,39 +777,4 @@ func (t *Transport) collect(ctx context.Context, spec *Template, auth *utcp.Auth
 		}
 		list = append(list, ev.Data)
 	}
-}
-
-// CallToolStream starts one call and returns its events. A subscription
-// streams over graphql-transport-ws: each next message is one event whose
-// Data is data.<field> (the whole payload's data for an explicit document
-// with several root fields); the server's complete ends the stream with
-// io.EOF, an error message (or a next carrying errors) ends it with the
-// error CallTool would return. Closing the stream early, or the end of
-// ctx, sends complete for the subscription and closes its connection. A
-// query or mutation yields its CallTool result as a single event. The
-// template's timeout bounds the handshake (DefaultTimeout without it), not
-// the stream.
-func (t *Transport) CallToolStream(ctx context.Context, call *utcp.Call) (transports.Stream, error) {
-	if call == nil {
-		return nil, utcp.NewError(utcp.CodeInvalidRequest, "graphql: no call")
-	}
-	if t.isClosed() {
-		return nil, errClosed
-	}
-	spec, auth, err := transports.SpecOf[Template](call.Template, Type, ParseTemplate)
-	if err != nil {
-		return nil, err
-	}
-	p, err := t.plan(ctx, call, spec, auth)
-	if err != nil {
-		return nil, err
-	}
-	if p.op.opType != OpSubscription {
-		res, err := t.CallTool(ctx, call)
-		if err != nil {
-			return nil, err
-		}
-		return transports.SingleEvent(&utcp.Event{Data: res.Value}), nil
-	}
-	return t.subscribe(ctx, spec, auth, p)
 }

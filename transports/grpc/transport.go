@@ -149,60 +149,6 @@ func New(opts transports.Options) (*Transport, error) {
 
 var errClosed = utcp.NewError(utcp.CodeUnavailable, "grpc: transport closed")
 
-// Close closes every connection; calls in flight fail with unavailable.
-// It is idempotent.
-func (t *Transport) Close() error {
-	t.mu.Lock()
-	t.closed = true
-	var conns []*ggrpc.ClientConn
-	for _, st := range t.manuals {
-		for _, c := range st.conns {
-			conns = append(conns, c)
-		}
-	}
-	clear(t.manuals)
-	t.mu.Unlock()
-	for _, c := range conns {
-		_ = c.Close()
-	}
-	return nil
-}
-
-// registered reports whether the manual is registered.
-func (t *Transport) registered(manual string) bool {
-	t.mu.RLock()
-	defer t.mu.RUnlock()
-	return t.manuals[manual] != nil
-}
-
-func (t *Transport) isClosed() bool {
-	t.mu.RLock()
-	defer t.mu.RUnlock()
-	return t.closed
-}
-
-// Release closes the manual's connections and forgets its descriptors
-// (transports.Count calls it when the manual's last registration ends);
-// calls of the manual then fail with manual_not_found until it is
-// registered again.
-func (t *Transport) Release(_ context.Context, tmpl *utcp.CallTemplate) error {
-	if tmpl == nil {
-		return nil
-	}
-	t.mu.Lock()
-	st := t.manuals[tmpl.Name]
-	if st == nil {
-		t.mu.Unlock()
-		return nil
-	}
-	delete(t.manuals, tmpl.Name)
-	t.mu.Unlock()
-	for _, c := range st.conns {
-		_ = c.Close()
-	}
-	return nil
-}
-
 // RegisterManual loads the descriptors of the template's services (from
 // descriptor_set, proto_files, or server reflection) and returns one tool
 // per method. A failure is discovery_failed naming the source.
@@ -244,6 +190,92 @@ func (t *Transport) RegisterManual(ctx context.Context, tmpl *utcp.CallTemplate)
 	}
 	st.tools = ts
 	return m, nil
+}
+
+// CallTool invokes one method and waits for its whole result: the
+// response message of a unary or client-streaming method, the list of
+// response messages of a server-streaming or bidirectional one. A status
+// the tool reports is a *utcp.ToolError; see the package documentation
+// for the other errors.
+func (t *Transport) CallTool(ctx context.Context, call *utcp.Call) (*utcp.Result, error) {
+	x, err := t.start(ctx, call)
+	if err != nil {
+		return nil, err
+	}
+	return x.run()
+}
+
+// CallToolStream starts one call. A server-streaming or bidirectional
+// method yields each response message as an event; a unary or
+// client-streaming one yields its single response. Close before the end
+// cancels the call, which the server sees as its context ending.
+func (t *Transport) CallToolStream(ctx context.Context, call *utcp.Call) (transports.Stream, error) {
+	x, err := t.start(ctx, call)
+	if err != nil {
+		return nil, err
+	}
+	if !x.m.sd.ServerStreams {
+		res, err := x.run()
+		if err != nil {
+			return nil, err
+		}
+		return transports.SingleEvent(&utcp.Event{Data: res.Value}), nil
+	}
+	return x.open()
+}
+
+// Release closes the manual's connections and forgets its descriptors
+// (transports.Count calls it when the manual's last registration ends);
+// calls of the manual then fail with manual_not_found until it is
+// registered again.
+func (t *Transport) Release(_ context.Context, tmpl *utcp.CallTemplate) error {
+	if tmpl == nil {
+		return nil
+	}
+	t.mu.Lock()
+	st := t.manuals[tmpl.Name]
+	if st == nil {
+		t.mu.Unlock()
+		return nil
+	}
+	delete(t.manuals, tmpl.Name)
+	t.mu.Unlock()
+	for _, c := range st.conns {
+		_ = c.Close()
+	}
+	return nil
+}
+
+// Close closes every connection; calls in flight fail with unavailable.
+// It is idempotent.
+func (t *Transport) Close() error {
+	t.mu.Lock()
+	t.closed = true
+	var conns []*ggrpc.ClientConn
+	for _, st := range t.manuals {
+		for _, c := range st.conns {
+			conns = append(conns, c)
+		}
+	}
+	clear(t.manuals)
+	t.mu.Unlock()
+	for _, c := range conns {
+		_ = c.Close()
+	}
+	return nil
+}
+
+// registered reports whether the manual is registered.
+func (t *Transport) registered(manual string) bool {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return t.manuals[manual] != nil
+}
+
+func (t *Transport) isClosed() bool {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return t.closed
 }
 
 // discover loads the descriptors the template points at.
@@ -846,19 +878,6 @@ func codeName(c codes.Code) string {
 	return fmt.Sprintf("CODE_%d", uint32(c))
 }
 
-// CallTool invokes one method and waits for its whole result: the
-// response message of a unary or client-streaming method, the list of
-// response messages of a server-streaming or bidirectional one. A status
-// the tool reports is a *utcp.ToolError; see the package documentation
-// for the other errors.
-func (t *Transport) CallTool(ctx context.Context, call *utcp.Call) (*utcp.Result, error) {
-	x, err := t.start(ctx, call)
-	if err != nil {
-		return nil, err
-	}
-	return x.run()
-}
-
 // run carries a started call to its whole result.
 func (x *invocation) run() (*utcp.Result, error) {
 	defer x.cancel()
@@ -901,25 +920,6 @@ func (x *invocation) run() (*utcp.Result, error) {
 		}
 		list = append(list, ev.v)
 	}
-}
-
-// CallToolStream starts one call. A server-streaming or bidirectional
-// method yields each response message as an event; a unary or
-// client-streaming one yields its single response. Close before the end
-// cancels the call, which the server sees as its context ending.
-func (t *Transport) CallToolStream(ctx context.Context, call *utcp.Call) (transports.Stream, error) {
-	x, err := t.start(ctx, call)
-	if err != nil {
-		return nil, err
-	}
-	if !x.m.sd.ServerStreams {
-		res, err := x.run()
-		if err != nil {
-			return nil, err
-		}
-		return transports.SingleEvent(&utcp.Event{Data: res.Value}), nil
-	}
-	return x.open()
 }
 
 // open starts a streaming call and sends its request messages: at once

@@ -87,16 +87,175 @@ func New(opts transports.Options) (*Transport, error) {
 
 var errClosed = utcp.NewError(utcp.CodeUnavailable, "the http transport is closed")
 
+// RegisterManual fetches the manual template's URL (with its method,
+// headers and auth) and returns the manual it serves:
+//
+//   - a UTCP manual — an object with tools and utcp_version (or the legacy
+//     version) — read with manuals.ParseManual (v1.1 or v0.1, JSON or
+//     YAML; its warnings are logged);
+//   - an OpenAPI 3 or Swagger 2 document (an openapi, swagger or paths
+//     key) converted with manuals.ConvertOpenAPI, with the URL as the spec
+//     URL and the template's auth_tools.
+//
+// JSON and YAML are both accepted, whatever the content type or URL
+// extension says (YAML content types and .yaml/.yml URLs are therefore
+// read as YAML, as UTCP requires). Any other document, a non-2xx answer
+// (its status in the error's details) or a transport failure is a
+// *utcp.Error with code discovery_failed. A URL refused by CheckURL is
+// invalid_template, an oauth2 token refusal unauthorized, an oversized
+// response payload_too_large; the end of ctx or of the template timeout
+// returns the context's error. Without a template timeout or a context
+// deadline, discovery gives up after DefaultDiscoveryTimeout.
+func (t *Transport) RegisterManual(ctx context.Context, tmpl *utcp.CallTemplate) (*utcp.Manual, error) {
+	if t.closed.Load() {
+		return nil, errClosed
+	}
+	spec, auth, err := transports.SpecOf[Template](tmpl, Type, ParseTemplate)
+	if err != nil {
+		return nil, err
+	}
+	u, err := url.Parse(spec.URL)
+	if err != nil {
+		return nil, utcp.NewError(utcp.CodeInvalidTemplate, "http: url: %v", err)
+	}
+	if err := httpclient.CheckURL(u, spec.AllowInsecure); err != nil {
+		return nil, err
+	}
+	header := nethttp.Header{}
+	header.Set("Accept", "application/json, application/yaml;q=0.9, */*;q=0.5")
+	for k, v := range spec.Headers {
+		header.Set(k, v)
+	}
+	if header.Get("User-Agent") == "" {
+		header.Set("User-Agent", "utcpd")
+	}
+	r := &request{method: spec.HTTPMethod, rawURL: u.String(), url: u, header: header, auth: auth, max: transports.ManualReadCap(ctx, t.maxResponse)}
+	ctx, cancel := withTimeout(ctx, spec, DefaultDiscoveryTimeout)
+	defer cancel()
+	ctx = httpclient.WithAllowInsecure(ctx, spec.AllowInsecure)
+	fail := func(format string, args ...any) *utcp.Error {
+		return utcp.Errorf(utcp.CodeDiscoveryFailed, "http discovery of manual %q from %s: "+format,
+			append([]any{tmpl.Name, utcp.RedactURL(u)}, args...)...)
+	}
+	var buf bytes.Buffer // not pooled: the manual may keep slices of it
+	status, ctype, err := t.do(ctx, r, &buf)
+	body := buf.Bytes()
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, err
+		}
+		var uerr *utcp.Error
+		if errors.As(err, &uerr) && uerr.Code != utcp.CodeTransportError {
+			return nil, transports.AsManualTooLarge(ctx, err, r.max) // invalid_template, unauthorized (token), payload_too_large
+		}
+		return nil, fail("%w", err)
+	}
+	if status < 200 || status > 299 {
+		return nil, fail("HTTP %d %s: %s", status, nethttp.StatusText(status), jsonx.Excerpt(body)).WithDetail("status", status)
+	}
+	if err := transports.PrecheckManual(ctx, body); err != nil {
+		return nil, err // over the discovery limits: refused before decoding
+	}
+
+	doc, err := manuals.DecodeDocument(body)
+	if err != nil {
+		return nil, fail("the response (Content-Type %q) is not a JSON or YAML object: %w", ctype, err)
+	}
+	switch {
+	case isManualDoc(doc):
+		m, warnings, err := transports.ParseManual(ctx, body)
+		if err != nil {
+			if transports.IsLimit(err) {
+				return nil, err
+			}
+			return nil, fail("%w", err)
+		}
+		for _, w := range warnings {
+			t.log.Warn("manual served with problems", "manual", tmpl.Name, "url", utcp.RedactURL(u), "warning", w.String())
+		}
+		return m, nil
+	case manuals.IsOpenAPI(doc):
+		m, err := manuals.ConvertOpenAPI(doc, manuals.OpenAPIOptions{
+			SpecURL:   u.String(),
+			AuthTools: spec.AuthTools,
+			Warn: func(msg string) {
+				t.log.Debug("openapi conversion", "manual", tmpl.Name, "url", utcp.RedactURL(u), "warning", msg)
+			},
+		})
+		if err != nil {
+			return nil, fail("converting the OpenAPI document: %w", err)
+		}
+		if err := transports.CheckTools(ctx, len(m.Tools)); err != nil {
+			return nil, err
+		}
+		return m, nil
+	}
+	return nil, fail("the response is neither a UTCP manual (utcp_version and tools) nor an OpenAPI document (openapi, swagger or paths)")
+}
+
+// CallTool sends one request for call, mapping the arguments as the
+// package documentation describes. A 2xx answer is the result: decoded
+// JSON (numbers as json.Number) when the response content type is JSON,
+// the body as a string otherwise, nil for an empty body. A 4xx answer is a
+// *utcp.ToolError carrying the status, the decoded body and a message with
+// a short excerpt of it; a 5xx (or any other non-2xx) answer is a
+// *utcp.TransportError with the status. An oauth2-protected call answered
+// 401 is retried once with a freshly fetched token. A refused connection
+// or failed DNS lookup is a *utcp.TransportError; the end of ctx (or of
+// the template's timeout) returns an error wrapping the context's error.
+// Responses over the configured cap fail with payload_too_large. Missing
+// path arguments are invalid_arguments; a URL that fails
+// httpclient.CheckURL is invalid_template.
+func (t *Transport) CallTool(ctx context.Context, call *utcp.Call) (*utcp.Result, error) {
+	if t.closed.Load() {
+		return nil, errClosed
+	}
+	if call == nil {
+		return nil, utcp.NewError(utcp.CodeInvalidRequest, "http: no call")
+	}
+	spec, auth, err := transports.SpecOf[Template](call.Template, Type, ParseTemplate)
+	if err != nil {
+		return nil, err
+	}
+	r, err := prepare(spec, auth, call.Arguments)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := withTimeout(ctx, spec, 0)
+	defer cancel()
+	ctx = httpclient.WithAllowInsecure(ctx, spec.AllowInsecure)
+	buf := getBody()
+	defer putBody(buf)
+	status, ctype, err := t.do(ctx, r, buf)
+	if err != nil {
+		return nil, err
+	}
+	body := buf.Bytes() // httpcall.DecodeBody and jsonx.Excerpt copy what they keep
+	switch {
+	case status >= 200 && status <= 299:
+		return &utcp.Result{Value: httpcall.DecodeBody(ctype, body)}, nil
+	case status >= 400 && status <= 499:
+		return nil, &utcp.ToolError{
+			Status:  status,
+			Value:   httpcall.DecodeBody(ctype, body),
+			Message: fmt.Sprintf("HTTP %d %s: %s", status, nethttp.StatusText(status), jsonx.Excerpt(body)),
+		}
+	default:
+		return nil, &utcp.TransportError{Status: status,
+			Err: fmt.Errorf("%s %s answered HTTP %d %s: %s", r.method, r.redacted(), status, nethttp.StatusText(status), jsonx.Excerpt(body))}
+	}
+}
+
+// Release does nothing: the http transport keeps no per-manual state.
+func (t *Transport) Release(ctx context.Context, tmpl *utcp.CallTemplate) error {
+	return nil
+}
+
 // Close closes the idle pooled connections. Later calls fail with code
 // unavailable. It is idempotent.
 func (t *Transport) Close() error {
 	t.closed.Store(true)
 	t.client.CloseIdleConnections()
-	return nil
-}
-
-// Release does nothing: the http transport keeps no per-manual state.
-func (t *Transport) Release(ctx context.Context, tmpl *utcp.CallTemplate) error {
 	return nil
 }
 
@@ -240,59 +399,6 @@ func withTimeout(ctx context.Context, spec *Template, def time.Duration) (contex
 }
 
 func noCancel() {}
-
-// CallTool sends one request for call, mapping the arguments as the
-// package documentation describes. A 2xx answer is the result: decoded
-// JSON (numbers as json.Number) when the response content type is JSON,
-// the body as a string otherwise, nil for an empty body. A 4xx answer is a
-// *utcp.ToolError carrying the status, the decoded body and a message with
-// a short excerpt of it; a 5xx (or any other non-2xx) answer is a
-// *utcp.TransportError with the status. An oauth2-protected call answered
-// 401 is retried once with a freshly fetched token. A refused connection
-// or failed DNS lookup is a *utcp.TransportError; the end of ctx (or of
-// the template's timeout) returns an error wrapping the context's error.
-// Responses over the configured cap fail with payload_too_large. Missing
-// path arguments are invalid_arguments; a URL that fails
-// httpclient.CheckURL is invalid_template.
-func (t *Transport) CallTool(ctx context.Context, call *utcp.Call) (*utcp.Result, error) {
-	if t.closed.Load() {
-		return nil, errClosed
-	}
-	if call == nil {
-		return nil, utcp.NewError(utcp.CodeInvalidRequest, "http: no call")
-	}
-	spec, auth, err := transports.SpecOf[Template](call.Template, Type, ParseTemplate)
-	if err != nil {
-		return nil, err
-	}
-	r, err := prepare(spec, auth, call.Arguments)
-	if err != nil {
-		return nil, err
-	}
-	ctx, cancel := withTimeout(ctx, spec, 0)
-	defer cancel()
-	ctx = httpclient.WithAllowInsecure(ctx, spec.AllowInsecure)
-	buf := getBody()
-	defer putBody(buf)
-	status, ctype, err := t.do(ctx, r, buf)
-	if err != nil {
-		return nil, err
-	}
-	body := buf.Bytes() // httpcall.DecodeBody and jsonx.Excerpt copy what they keep
-	switch {
-	case status >= 200 && status <= 299:
-		return &utcp.Result{Value: httpcall.DecodeBody(ctype, body)}, nil
-	case status >= 400 && status <= 499:
-		return nil, &utcp.ToolError{
-			Status:  status,
-			Value:   httpcall.DecodeBody(ctype, body),
-			Message: fmt.Sprintf("HTTP %d %s: %s", status, nethttp.StatusText(status), jsonx.Excerpt(body)),
-		}
-	default:
-		return nil, &utcp.TransportError{Status: status,
-			Err: fmt.Errorf("%s %s answered HTTP %d %s: %s", r.method, r.redacted(), status, nethttp.StatusText(status), jsonx.Excerpt(body))}
-	}
-}
 
 // prepare maps args onto a request as UTCP prescribes: header_fields
 // arguments become headers, the body_field argument the body, {name}
@@ -443,112 +549,6 @@ func quoteAll(s []string) []string {
 		out[i] = strconv.Quote(v)
 	}
 	return out
-}
-
-// RegisterManual fetches the manual template's URL (with its method,
-// headers and auth) and returns the manual it serves:
-//
-//   - a UTCP manual — an object with tools and utcp_version (or the legacy
-//     version) — read with manuals.ParseManual (v1.1 or v0.1, JSON or
-//     YAML; its warnings are logged);
-//   - an OpenAPI 3 or Swagger 2 document (an openapi, swagger or paths
-//     key) converted with manuals.ConvertOpenAPI, with the URL as the spec
-//     URL and the template's auth_tools.
-//
-// JSON and YAML are both accepted, whatever the content type or URL
-// extension says (YAML content types and .yaml/.yml URLs are therefore
-// read as YAML, as UTCP requires). Any other document, a non-2xx answer
-// (its status in the error's details) or a transport failure is a
-// *utcp.Error with code discovery_failed. A URL refused by CheckURL is
-// invalid_template, an oauth2 token refusal unauthorized, an oversized
-// response payload_too_large; the end of ctx or of the template timeout
-// returns the context's error. Without a template timeout or a context
-// deadline, discovery gives up after DefaultDiscoveryTimeout.
-func (t *Transport) RegisterManual(ctx context.Context, tmpl *utcp.CallTemplate) (*utcp.Manual, error) {
-	if t.closed.Load() {
-		return nil, errClosed
-	}
-	spec, auth, err := transports.SpecOf[Template](tmpl, Type, ParseTemplate)
-	if err != nil {
-		return nil, err
-	}
-	u, err := url.Parse(spec.URL)
-	if err != nil {
-		return nil, utcp.NewError(utcp.CodeInvalidTemplate, "http: url: %v", err)
-	}
-	if err := httpclient.CheckURL(u, spec.AllowInsecure); err != nil {
-		return nil, err
-	}
-	header := nethttp.Header{}
-	header.Set("Accept", "application/json, application/yaml;q=0.9, */*;q=0.5")
-	for k, v := range spec.Headers {
-		header.Set(k, v)
-	}
-	if header.Get("User-Agent") == "" {
-		header.Set("User-Agent", "utcpd")
-	}
-	r := &request{method: spec.HTTPMethod, rawURL: u.String(), url: u, header: header, auth: auth, max: transports.ManualReadCap(ctx, t.maxResponse)}
-	ctx, cancel := withTimeout(ctx, spec, DefaultDiscoveryTimeout)
-	defer cancel()
-	ctx = httpclient.WithAllowInsecure(ctx, spec.AllowInsecure)
-	fail := func(format string, args ...any) *utcp.Error {
-		return utcp.Errorf(utcp.CodeDiscoveryFailed, "http discovery of manual %q from %s: "+format,
-			append([]any{tmpl.Name, utcp.RedactURL(u)}, args...)...)
-	}
-	var buf bytes.Buffer // not pooled: the manual may keep slices of it
-	status, ctype, err := t.do(ctx, r, &buf)
-	body := buf.Bytes()
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil, err
-		}
-		var uerr *utcp.Error
-		if errors.As(err, &uerr) && uerr.Code != utcp.CodeTransportError {
-			return nil, transports.AsManualTooLarge(ctx, err, r.max) // invalid_template, unauthorized (token), payload_too_large
-		}
-		return nil, fail("%w", err)
-	}
-	if status < 200 || status > 299 {
-		return nil, fail("HTTP %d %s: %s", status, nethttp.StatusText(status), jsonx.Excerpt(body)).WithDetail("status", status)
-	}
-	if err := transports.PrecheckManual(ctx, body); err != nil {
-		return nil, err // over the discovery limits: refused before decoding
-	}
-
-	doc, err := manuals.DecodeDocument(body)
-	if err != nil {
-		return nil, fail("the response (Content-Type %q) is not a JSON or YAML object: %w", ctype, err)
-	}
-	switch {
-	case isManualDoc(doc):
-		m, warnings, err := transports.ParseManual(ctx, body)
-		if err != nil {
-			if transports.IsLimit(err) {
-				return nil, err
-			}
-			return nil, fail("%w", err)
-		}
-		for _, w := range warnings {
-			t.log.Warn("manual served with problems", "manual", tmpl.Name, "url", utcp.RedactURL(u), "warning", w.String())
-		}
-		return m, nil
-	case manuals.IsOpenAPI(doc):
-		m, err := manuals.ConvertOpenAPI(doc, manuals.OpenAPIOptions{
-			SpecURL:   u.String(),
-			AuthTools: spec.AuthTools,
-			Warn: func(msg string) {
-				t.log.Debug("openapi conversion", "manual", tmpl.Name, "url", utcp.RedactURL(u), "warning", msg)
-			},
-		})
-		if err != nil {
-			return nil, fail("converting the OpenAPI document: %w", err)
-		}
-		if err := transports.CheckTools(ctx, len(m.Tools)); err != nil {
-			return nil, err
-		}
-		return m, nil
-	}
-	return nil, fail("the response is neither a UTCP manual (utcp_version and tools) nor an OpenAPI document (openapi, swagger or paths)")
 }
 
 // isManualDoc applies python-utcp's test: a tools array plus utcp_version

@@ -109,18 +109,6 @@ var (
 	errStreamClosed = utcp.NewError(utcp.CodeCanceled, "sse: stream closed")
 )
 
-// Close ends every open stream, closes the idle pooled connections and
-// refuses later calls with code unavailable. It is idempotent.
-func (t *Transport) Close() error {
-	t.base.Shutdown(errClosed)
-	return nil
-}
-
-// Release does nothing: the sse transport keeps no per-manual state.
-func (t *Transport) Release(ctx context.Context, tmpl *utcp.CallTemplate) error {
-	return nil
-}
-
 // RegisterManual GETs the manual template's URL (with its headers and
 // auth) and returns the UTCP manual it serves, read with
 // manuals.ParseManual (v1.1 or legacy; its warnings are logged). A
@@ -184,6 +172,18 @@ func (t *Transport) CallTool(ctx context.Context, call *utcp.Call) (*utcp.Result
 // invalid_arguments; the end of ctx returns the context's error.
 func (t *Transport) CallToolStream(ctx context.Context, call *utcp.Call) (transports.Stream, error) {
 	return t.open(ctx, call)
+}
+
+// Release does nothing: the sse transport keeps no per-manual state.
+func (t *Transport) Release(ctx context.Context, tmpl *utcp.CallTemplate) error {
+	return nil
+}
+
+// Close ends every open stream, closes the idle pooled connections and
+// refuses later calls with code unavailable. It is idempotent.
+func (t *Transport) Close() error {
+	t.base.Shutdown(errClosed)
+	return nil
 }
 
 func (t *Transport) open(ctx context.Context, call *utcp.Call) (*stream, error) {

@@ -97,18 +97,6 @@ var (
 	errStreamClosed = utcp.NewError(utcp.CodeCanceled, "streamable_http: stream closed")
 )
 
-// Close ends every open stream, closes the idle pooled connections and
-// refuses later calls with code unavailable. It is idempotent.
-func (t *Transport) Close() error {
-	t.base.Shutdown(errClosed)
-	return nil
-}
-
-// Release does nothing: the transport keeps no per-manual state.
-func (t *Transport) Release(ctx context.Context, tmpl *utcp.CallTemplate) error {
-	return nil
-}
-
 // RegisterManual sends the manual template's http_method to its URL (with
 // headers and auth, no body) and returns the UTCP manual it serves, read
 // with manuals.ParseManual (warnings are logged). A non-2xx answer (its
@@ -182,6 +170,18 @@ func (t *Transport) CallTool(ctx context.Context, call *utcp.Call) (*utcp.Result
 // returns the context's error.
 func (t *Transport) CallToolStream(ctx context.Context, call *utcp.Call) (transports.Stream, error) {
 	return t.open(ctx, call)
+}
+
+// Release does nothing: the transport keeps no per-manual state.
+func (t *Transport) Release(ctx context.Context, tmpl *utcp.CallTemplate) error {
+	return nil
+}
+
+// Close ends every open stream, closes the idle pooled connections and
+// refuses later calls with code unavailable. It is idempotent.
+func (t *Transport) Close() error {
+	t.base.Shutdown(errClosed)
+	return nil
 }
 
 func (t *Transport) open(ctx context.Context, call *utcp.Call) (*stream, error) {

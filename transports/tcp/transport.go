@@ -281,41 +281,6 @@ func New(opts transports.Options) (*Transport, error) {
 
 var errClosed = utcp.NewError(utcp.CodeUnavailable, "tcp: transport closed")
 
-// Close closes every connection; calls in flight fail with unavailable.
-// It is idempotent.
-func (t *Transport) Close() error {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.closed = true
-	for c := range t.open {
-		_ = c.nc.Close()
-	}
-	clear(t.open)
-	clear(t.idle)
-	return nil
-}
-
-// Release closes the manual's pooled connections (transports.Count calls
-// it when the manual's last registration ends).
-func (t *Transport) Release(_ context.Context, tmpl *utcp.CallTemplate) error {
-	if tmpl == nil {
-		return nil
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	prefix := tmpl.Name + "\x00"
-	for k, cs := range t.idle {
-		if len(k) >= len(prefix) && k[:len(prefix)] == prefix {
-			for _, c := range cs {
-				_ = c.nc.Close()
-				delete(t.open, c)
-			}
-			delete(t.idle, k)
-		}
-	}
-	return nil
-}
-
 // RegisterManual sends the discovery request {"type":"utcp"} (with an id
 // in envelope mode) and reads one answer: an envelope manual frame, or a
 // bare UTCP manual. Anything else is discovery_failed.
@@ -337,33 +302,6 @@ func (t *Transport) RegisterManual(ctx context.Context, tmpl *utcp.CallTemplate)
 		return nil, errClosed
 	}
 	return m, nil
-}
-
-func (t *Transport) discover(ctx context.Context, manual string, spec *Template) (*utcp.Manual, error) {
-	fail := func(format string, args ...any) *utcp.Error {
-		return utcp.Errorf(utcp.CodeDiscoveryFailed, "tcp discovery of manual %q from %s: "+format, append([]any{manual, spec.addr()}, args...)...)
-	}
-	req := Frame{Type: FrameDiscover}
-	if spec.Envelope {
-		req.ID = strconv.FormatUint(t.seq.Add(1), 10)
-	}
-	payload, _ := jsonx.Marshal(req)
-	x, err := t.begin(ctx, manual, spec, payload, req.ID)
-	if err != nil {
-		if ctx.Err() != nil || utcp.CodeOf(err) != utcp.CodeTransportError {
-			return nil, err
-		}
-		return nil, fail("%w", err)
-	}
-	data, err := x.read()
-	x.finish(err == nil)
-	if err != nil {
-		if ctx.Err() != nil || utcp.CodeOf(err) != utcp.CodeTransportError {
-			return nil, err
-		}
-		return nil, fail("%w", err)
-	}
-	return envelope.ReadManual(data, fail, t.log, manual, spec.addr())
 }
 
 // CallTool runs one tool call and waits for its whole result. In
@@ -444,6 +382,68 @@ func (t *Transport) CallToolStream(ctx context.Context, call *utcp.Call) (transp
 		return nil, err
 	}
 	return &stream{x: x}, nil
+}
+
+// Release closes the manual's pooled connections (transports.Count calls
+// it when the manual's last registration ends).
+func (t *Transport) Release(_ context.Context, tmpl *utcp.CallTemplate) error {
+	if tmpl == nil {
+		return nil
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	prefix := tmpl.Name + "\x00"
+	for k, cs := range t.idle {
+		if len(k) >= len(prefix) && k[:len(prefix)] == prefix {
+			for _, c := range cs {
+				_ = c.nc.Close()
+				delete(t.open, c)
+			}
+			delete(t.idle, k)
+		}
+	}
+	return nil
+}
+
+// Close closes every connection; calls in flight fail with unavailable.
+// It is idempotent.
+func (t *Transport) Close() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.closed = true
+	for c := range t.open {
+		_ = c.nc.Close()
+	}
+	clear(t.open)
+	clear(t.idle)
+	return nil
+}
+
+func (t *Transport) discover(ctx context.Context, manual string, spec *Template) (*utcp.Manual, error) {
+	fail := func(format string, args ...any) *utcp.Error {
+		return utcp.Errorf(utcp.CodeDiscoveryFailed, "tcp discovery of manual %q from %s: "+format, append([]any{manual, spec.addr()}, args...)...)
+	}
+	req := Frame{Type: FrameDiscover}
+	if spec.Envelope {
+		req.ID = strconv.FormatUint(t.seq.Add(1), 10)
+	}
+	payload, _ := jsonx.Marshal(req)
+	x, err := t.begin(ctx, manual, spec, payload, req.ID)
+	if err != nil {
+		if ctx.Err() != nil || utcp.CodeOf(err) != utcp.CodeTransportError {
+			return nil, err
+		}
+		return nil, fail("%w", err)
+	}
+	data, err := x.read()
+	x.finish(err == nil)
+	if err != nil {
+		if ctx.Err() != nil || utcp.CodeOf(err) != utcp.CodeTransportError {
+			return nil, err
+		}
+		return nil, fail("%w", err)
+	}
+	return envelope.ReadManual(data, fail, t.log, manual, spec.addr())
 }
 
 func (t *Transport) start(ctx context.Context, call *utcp.Call) (*exchange, error) {

@@ -76,6 +76,33 @@ func (t *Transport) RegisterManual(ctx context.Context, tmpl *utcp.CallTemplate)
 	return m, nil
 }
 
+// CallTool returns the tool template's content: decoded JSON when it
+// parses, else the text. The arguments are ignored.
+func (t *Transport) CallTool(ctx context.Context, call *utcp.Call) (*utcp.Result, error) {
+	spec, _, err := transports.SpecOf[Template](call.Template, "text", parseTemplate)
+	if err != nil {
+		return nil, err
+	}
+	if t.closed.Load() {
+		return nil, errClosed
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("text: tool %s: %w", call.Tool, err)
+	}
+	return &utcp.Result{Value: decodeContent([]byte(spec.Content))}, nil
+}
+
+// Release does nothing: the text transport keeps no per-manual state.
+func (t *Transport) Release(ctx context.Context, tmpl *utcp.CallTemplate) error {
+	return nil
+}
+
+// Close marks the transport closed. It is idempotent.
+func (t *Transport) Close() error {
+	t.closed.Store(true)
+	return nil
+}
+
 // parseDocument reads a manual document: data decoded as JSON, else
 // YAML; an OpenAPI description (an openapi, swagger or paths key) is
 // converted with manuals.ConvertOpenAPI and opts, anything else is parsed
@@ -103,27 +130,6 @@ func parseDocument(data []byte, opts manuals.OpenAPIOptions, log *slog.Logger) (
 	return m, nil
 }
 
-// Release does nothing: the text transport keeps no per-manual state.
-func (t *Transport) Release(ctx context.Context, tmpl *utcp.CallTemplate) error {
-	return nil
-}
-
-// CallTool returns the tool template's content: decoded JSON when it
-// parses, else the text. The arguments are ignored.
-func (t *Transport) CallTool(ctx context.Context, call *utcp.Call) (*utcp.Result, error) {
-	spec, _, err := transports.SpecOf[Template](call.Template, "text", parseTemplate)
-	if err != nil {
-		return nil, err
-	}
-	if t.closed.Load() {
-		return nil, errClosed
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("text: tool %s: %w", call.Tool, err)
-	}
-	return &utcp.Result{Value: decodeContent([]byte(spec.Content))}, nil
-}
-
 // decodeContent returns data decoded as one JSON value (numbers as
 // json.Number) when it is valid JSON, else data as a string.
 func decodeContent(data []byte) any {
@@ -131,10 +137,4 @@ func decodeContent(data []byte) any {
 		return v
 	}
 	return string(data)
-}
-
-// Close marks the transport closed. It is idempotent.
-func (t *Transport) Close() error {
-	t.closed.Store(true)
-	return nil
 }

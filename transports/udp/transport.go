@@ -89,41 +89,6 @@ func New(opts transports.Options) (*Transport, error) {
 
 var errClosed = utcp.NewError(utcp.CodeUnavailable, "udp: transport closed")
 
-// Close closes every socket; calls in flight fail with unavailable. It is
-// idempotent.
-func (t *Transport) Close() error {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.closed = true
-	for c := range t.open {
-		_ = c.Close()
-	}
-	clear(t.open)
-	clear(t.idle)
-	return nil
-}
-
-// Release closes the manual's idle sockets (transports.Count calls it
-// when the manual's last registration ends).
-func (t *Transport) Release(_ context.Context, tmpl *utcp.CallTemplate) error {
-	if tmpl == nil {
-		return nil
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	prefix := tmpl.Name + "\x00"
-	for k, cs := range t.idle {
-		if strings.HasPrefix(k, prefix) {
-			for _, c := range cs {
-				_ = c.Close()
-				delete(t.open, c)
-			}
-			delete(t.idle, k)
-		}
-	}
-	return nil
-}
-
 // RegisterManual sends the discovery datagram {"type":"utcp"} (with an id
 // in envelope mode) and reads one answer: an envelope manual frame or a
 // bare UTCP manual. Anything else, or silence until the timeout, is
@@ -261,6 +226,41 @@ func (t *Transport) CallToolStream(ctx context.Context, call *utcp.Call) (transp
 		return nil, err
 	}
 	return &stream{x: x}, nil
+}
+
+// Release closes the manual's idle sockets (transports.Count calls it
+// when the manual's last registration ends).
+func (t *Transport) Release(_ context.Context, tmpl *utcp.CallTemplate) error {
+	if tmpl == nil {
+		return nil
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	prefix := tmpl.Name + "\x00"
+	for k, cs := range t.idle {
+		if strings.HasPrefix(k, prefix) {
+			for _, c := range cs {
+				_ = c.Close()
+				delete(t.open, c)
+			}
+			delete(t.idle, k)
+		}
+	}
+	return nil
+}
+
+// Close closes every socket; calls in flight fail with unavailable. It is
+// idempotent.
+func (t *Transport) Close() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.closed = true
+	for c := range t.open {
+		_ = c.Close()
+	}
+	clear(t.open)
+	clear(t.idle)
+	return nil
 }
 
 func (t *Transport) start(ctx context.Context, call *utcp.Call) (*exchange, error) {

@@ -142,8 +142,98 @@ var (
 	errStreamClosed = utcp.NewError(utcp.CodeCanceled, "webrtc: stream closed")
 )
 
-func errDeregistered(manual string) error {
-	return utcp.Errorf(utcp.CodeManualNotFound, "webrtc: manual %q was deregistered: %w", manual, transports.ErrNotRegistered).WithDetail("manual", manual)
+// RegisterManual connects to the manual template's peer (signaling, ICE,
+// DTLS, the data channel) and asks it for its manual: it sends
+// {"type":"utcp","id":...} and accepts {"type":"manual","id":...,
+// "manual":{...}} (or a bare UTCP manual object), read with
+// manuals.ParseManual. A signaling server that cannot be reached, refuses
+// the offer or answers something unusable, a tool_error answer, or no
+// answer within the template's timeout is discovery_failed; a connection
+// that does not open within connect_timeout is timeout; a URL refused by
+// httpclient.CheckURL is invalid_template. Success keeps the peer
+// connection open for the manual's calls until Release.
+func (t *Transport) RegisterManual(ctx context.Context, tmpl *utcp.CallTemplate) (*utcp.Manual, error) {
+	spec, auth, err := transports.SpecOf[Template](tmpl, Type, ParseTemplate)
+	if err != nil {
+		return nil, err
+	}
+	m, err := t.discover(ctx, tmpl.Name, spec, auth)
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return nil, errClosed
+	}
+	t.mu.Unlock()
+	return m, err
+}
+
+// CallTool runs one tool call and waits for its whole result: it sends
+// {"type":"tool_call","id","tool","inputs"} and returns the output of
+// the tool_response, or, when the tool_response carries no output, the
+// events of the tool_event messages before it as a list. A tool_error is
+// a *utcp.ToolError (tool_not_found when its code says so). A peer
+// connection that fails or a data channel that closes while the call
+// runs is a *utcp.TransportError (the next call reconnects); a call after
+// DeregisterManual is manual_not_found; the end of ctx or of the
+// template's timeout returns the context's error, after sending
+// {"type":"cancel","id"} to the peer.
+func (t *Transport) CallTool(ctx context.Context, call *utcp.Call) (*utcp.Result, error) {
+	s, err := t.start(ctx, call)
+	if err != nil {
+		return nil, err
+	}
+	defer s.Close()
+	list := []any{}
+	var total int64
+	for {
+		m, err := s.next()
+		if err != nil {
+			return nil, err
+		}
+		switch m.typ {
+		case TypeToolResponse:
+			s.finish(io.EOF)
+			if m.hasOutput || len(list) == 0 {
+				return &utcp.Result{Value: m.value}, nil
+			}
+			return &utcp.Result{Value: list}, nil
+		case TypeToolEvent:
+			total += int64(m.size)
+			if total > t.cfg.MaxResponseBytes {
+				return nil, transports.TooLarge(t.cfg.MaxResponseBytes)
+			}
+			list = append(list, m.value)
+		}
+	}
+}
+
+// CallToolStream starts one call and returns its events as they arrive:
+// each tool_event is an event, a tool_response with an output is one
+// last event, and the tool_response ends the stream (io.EOF); a
+// tool_error ends it with a *utcp.ToolError. Closing the stream early
+// sends {"type":"cancel","id"}. Errors are those of CallTool.
+func (t *Transport) CallToolStream(ctx context.Context, call *utcp.Call) (transports.Stream, error) {
+	return t.start(ctx, call)
+}
+
+// Release closes the manual's connections, waiting for their goroutines
+// (transports.Count calls it when the manual's last registration ends,
+// and after a discovery that failed while the manual held none, so that
+// no connection nobody registered stays open).
+func (t *Transport) Release(ctx context.Context, tmpl *utcp.CallTemplate) error {
+	if tmpl == nil {
+		return nil
+	}
+	name := tmpl.Name
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return nil
+	}
+	victims := t.slots.Take(name)
+	t.mu.Unlock()
+	session.CloseSlots(ctx, victims, errDeregistered(name))
+	return nil
 }
 
 // Close closes every peer connection (calls in flight fail with code
@@ -170,49 +260,8 @@ func (t *Transport) Close() error {
 	return nil
 }
 
-// Release closes the manual's connections, waiting for their goroutines
-// (transports.Count calls it when the manual's last registration ends,
-// and after a discovery that failed while the manual held none, so that
-// no connection nobody registered stays open).
-func (t *Transport) Release(ctx context.Context, tmpl *utcp.CallTemplate) error {
-	if tmpl == nil {
-		return nil
-	}
-	name := tmpl.Name
-	t.mu.Lock()
-	if t.closed {
-		t.mu.Unlock()
-		return nil
-	}
-	victims := t.slots.Take(name)
-	t.mu.Unlock()
-	session.CloseSlots(ctx, victims, errDeregistered(name))
-	return nil
-}
-
-// RegisterManual connects to the manual template's peer (signaling, ICE,
-// DTLS, the data channel) and asks it for its manual: it sends
-// {"type":"utcp","id":...} and accepts {"type":"manual","id":...,
-// "manual":{...}} (or a bare UTCP manual object), read with
-// manuals.ParseManual. A signaling server that cannot be reached, refuses
-// the offer or answers something unusable, a tool_error answer, or no
-// answer within the template's timeout is discovery_failed; a connection
-// that does not open within connect_timeout is timeout; a URL refused by
-// httpclient.CheckURL is invalid_template. Success keeps the peer
-// connection open for the manual's calls until Release.
-func (t *Transport) RegisterManual(ctx context.Context, tmpl *utcp.CallTemplate) (*utcp.Manual, error) {
-	spec, auth, err := transports.SpecOf[Template](tmpl, Type, ParseTemplate)
-	if err != nil {
-		return nil, err
-	}
-	m, err := t.discover(ctx, tmpl.Name, spec, auth)
-	t.mu.Lock()
-	if t.closed {
-		t.mu.Unlock()
-		return nil, errClosed
-	}
-	t.mu.Unlock()
-	return m, err
+func errDeregistered(manual string) error {
+	return utcp.Errorf(utcp.CodeManualNotFound, "webrtc: manual %q was deregistered: %w", manual, transports.ErrNotRegistered).WithDetail("manual", manual)
 }
 
 func (t *Transport) discover(ctx context.Context, manual string, spec *Template, auth *utcp.Auth) (*utcp.Manual, error) {
@@ -268,55 +317,6 @@ func (t *Transport) discover(ctx context.Context, manual string, spec *Template,
 		return nil, wrap(m.fail)
 	}
 	return nil, fail("the peer answered a %q message, not a manual", m.typ)
-}
-
-// CallTool runs one tool call and waits for its whole result: it sends
-// {"type":"tool_call","id","tool","inputs"} and returns the output of
-// the tool_response, or, when the tool_response carries no output, the
-// events of the tool_event messages before it as a list. A tool_error is
-// a *utcp.ToolError (tool_not_found when its code says so). A peer
-// connection that fails or a data channel that closes while the call
-// runs is a *utcp.TransportError (the next call reconnects); a call after
-// DeregisterManual is manual_not_found; the end of ctx or of the
-// template's timeout returns the context's error, after sending
-// {"type":"cancel","id"} to the peer.
-func (t *Transport) CallTool(ctx context.Context, call *utcp.Call) (*utcp.Result, error) {
-	s, err := t.start(ctx, call)
-	if err != nil {
-		return nil, err
-	}
-	defer s.Close()
-	list := []any{}
-	var total int64
-	for {
-		m, err := s.next()
-		if err != nil {
-			return nil, err
-		}
-		switch m.typ {
-		case TypeToolResponse:
-			s.finish(io.EOF)
-			if m.hasOutput || len(list) == 0 {
-				return &utcp.Result{Value: m.value}, nil
-			}
-			return &utcp.Result{Value: list}, nil
-		case TypeToolEvent:
-			total += int64(m.size)
-			if total > t.cfg.MaxResponseBytes {
-				return nil, transports.TooLarge(t.cfg.MaxResponseBytes)
-			}
-			list = append(list, m.value)
-		}
-	}
-}
-
-// CallToolStream starts one call and returns its events as they arrive:
-// each tool_event is an event, a tool_response with an output is one
-// last event, and the tool_response ends the stream (io.EOF); a
-// tool_error ends it with a *utcp.ToolError. Closing the stream early
-// sends {"type":"cancel","id"}. Errors are those of CallTool.
-func (t *Transport) CallToolStream(ctx context.Context, call *utcp.Call) (transports.Stream, error) {
-	return t.start(ctx, call)
 }
 
 // start sends the tool_call of call and returns the stream of its

@@ -178,53 +178,6 @@ var (
 	errAbandoned = &utcp.TransportError{Err: errors.New("websocket: connection closed: a call using a message template ended early, and its late answers must not reach the next call")}
 )
 
-func errDeregistered(manual string) error {
-	return utcp.Errorf(utcp.CodeManualNotFound, "websocket: manual %q was deregistered: %w", manual, transports.ErrNotRegistered).WithDetail("manual", manual)
-}
-
-// Close closes every connection (calls in flight fail with code
-// unavailable), waits for their goroutines to end, and refuses later calls.
-// It is idempotent.
-func (t *Transport) Close() error {
-	t.mu.Lock()
-	if t.closed {
-		t.mu.Unlock()
-		return nil
-	}
-	t.closed = true
-	conns := make([]*conn, 0, len(t.conns))
-	for c := range t.conns {
-		conns = append(conns, c)
-	}
-	t.slots = session.Slots[*conn]{}
-	t.mu.Unlock()
-	for _, c := range conns {
-		c.closeGracefully(errClosed)
-	}
-	t.wg.Wait()
-	return nil
-}
-
-// Release closes the manual's connections, waiting for their goroutines
-// (transports.Count calls it when the manual's last registration ends,
-// and after a discovery that failed while the manual held none, so that
-// no connection nobody registered stays open).
-func (t *Transport) Release(ctx context.Context, tmpl *utcp.CallTemplate) error {
-	if tmpl == nil {
-		return nil
-	}
-	name := tmpl.Name
-	t.mu.Lock()
-	if t.closed {
-		t.mu.Unlock()
-		return nil
-	}
-	victims := t.slots.Take(name)
-	t.mu.Unlock()
-	session.CloseSlots(ctx, victims, errDeregistered(name))
-	return nil
-}
-
 // RegisterManual asks the server at the manual template's URL for its
 // manual over the manual's connection (opening it): it sends
 // {"type":"utcp","id":...} and accepts {"type":"manual","id":...,
@@ -248,66 +201,6 @@ func (t *Transport) RegisterManual(ctx context.Context, tmpl *utcp.CallTemplate)
 	}
 	t.mu.Unlock()
 	return m, err
-}
-
-func (t *Transport) discover(ctx context.Context, manual string, spec *Template, auth *utcp.Auth) (*utcp.Manual, error) {
-	ctx, cancel := context.WithTimeout(ctx, spec.timeout())
-	defer cancel()
-	fail := func(format string, args ...any) *utcp.Error {
-		return utcp.Errorf(utcp.CodeDiscoveryFailed, "websocket discovery of manual %q from %s: "+format,
-			append([]any{manual, redact(spec.URL)}, args...)...)
-	}
-	wrap := func(err error) error {
-		var uerr *utcp.Error
-		if ctx.Err() != nil || errors.As(err, &uerr) && uerr.Code != utcp.CodeTransportError {
-			return err
-		}
-		return fail("%w", err)
-	}
-	c, release, err := t.acquire(ctx, manual, spec, auth, true)
-	if err != nil {
-		return nil, wrap(err)
-	}
-	defer release()
-	p, err := c.open(true)
-	if err != nil {
-		return nil, wrap(err)
-	}
-	defer c.forget(p)
-	req, _ := json.Marshal(Frame{Type: FrameDiscover, ID: p.id})
-	if err := c.write(ctx, req); err != nil {
-		return nil, wrap(err)
-	}
-	f, err := c.await(ctx, p)
-	if err != nil {
-		return nil, wrap(err)
-	}
-	switch f.typ {
-	case FrameManual:
-		m, warnings, err := transports.ParseManual(ctx, f.manual)
-		if transports.IsLimit(err) {
-			return nil, err
-		}
-		if err != nil {
-			return nil, fail("the server's manual: %w", err)
-		}
-		for _, w := range warnings {
-			t.log.Warn("manual served with problems", "manual", manual, "url", redact(spec.URL), "warning", w.String())
-		}
-		return m, nil
-	case FrameError:
-		return nil, fail("the server offers no manual: %s", f.err.Message).WithDetail("server_code", f.err.Code)
-	}
-	return nil, fail("the server answered a %q frame, not a manual", f.typ)
-}
-
-// redact renders a template URL for messages.
-func redact(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "(invalid URL)"
-	}
-	return utcp.RedactURL(u)
 }
 
 // CallTool runs one tool call and waits for its whole result. With the
@@ -372,6 +265,113 @@ func (t *Transport) CallTool(ctx context.Context, call *utcp.Call) (*utcp.Result
 // are those of CallTool.
 func (t *Transport) CallToolStream(ctx context.Context, call *utcp.Call) (transports.Stream, error) {
 	return t.start(ctx, call)
+}
+
+// Release closes the manual's connections, waiting for their goroutines
+// (transports.Count calls it when the manual's last registration ends,
+// and after a discovery that failed while the manual held none, so that
+// no connection nobody registered stays open).
+func (t *Transport) Release(ctx context.Context, tmpl *utcp.CallTemplate) error {
+	if tmpl == nil {
+		return nil
+	}
+	name := tmpl.Name
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return nil
+	}
+	victims := t.slots.Take(name)
+	t.mu.Unlock()
+	session.CloseSlots(ctx, victims, errDeregistered(name))
+	return nil
+}
+
+// Close closes every connection (calls in flight fail with code
+// unavailable), waits for their goroutines to end, and refuses later calls.
+// It is idempotent.
+func (t *Transport) Close() error {
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return nil
+	}
+	t.closed = true
+	conns := make([]*conn, 0, len(t.conns))
+	for c := range t.conns {
+		conns = append(conns, c)
+	}
+	t.slots = session.Slots[*conn]{}
+	t.mu.Unlock()
+	for _, c := range conns {
+		c.closeGracefully(errClosed)
+	}
+	t.wg.Wait()
+	return nil
+}
+
+func errDeregistered(manual string) error {
+	return utcp.Errorf(utcp.CodeManualNotFound, "websocket: manual %q was deregistered: %w", manual, transports.ErrNotRegistered).WithDetail("manual", manual)
+}
+
+func (t *Transport) discover(ctx context.Context, manual string, spec *Template, auth *utcp.Auth) (*utcp.Manual, error) {
+	ctx, cancel := context.WithTimeout(ctx, spec.timeout())
+	defer cancel()
+	fail := func(format string, args ...any) *utcp.Error {
+		return utcp.Errorf(utcp.CodeDiscoveryFailed, "websocket discovery of manual %q from %s: "+format,
+			append([]any{manual, redact(spec.URL)}, args...)...)
+	}
+	wrap := func(err error) error {
+		var uerr *utcp.Error
+		if ctx.Err() != nil || errors.As(err, &uerr) && uerr.Code != utcp.CodeTransportError {
+			return err
+		}
+		return fail("%w", err)
+	}
+	c, release, err := t.acquire(ctx, manual, spec, auth, true)
+	if err != nil {
+		return nil, wrap(err)
+	}
+	defer release()
+	p, err := c.open(true)
+	if err != nil {
+		return nil, wrap(err)
+	}
+	defer c.forget(p)
+	req, _ := json.Marshal(Frame{Type: FrameDiscover, ID: p.id})
+	if err := c.write(ctx, req); err != nil {
+		return nil, wrap(err)
+	}
+	f, err := c.await(ctx, p)
+	if err != nil {
+		return nil, wrap(err)
+	}
+	switch f.typ {
+	case FrameManual:
+		m, warnings, err := transports.ParseManual(ctx, f.manual)
+		if transports.IsLimit(err) {
+			return nil, err
+		}
+		if err != nil {
+			return nil, fail("the server's manual: %w", err)
+		}
+		for _, w := range warnings {
+			t.log.Warn("manual served with problems", "manual", manual, "url", redact(spec.URL), "warning", w.String())
+		}
+		return m, nil
+	case FrameError:
+		return nil, fail("the server offers no manual: %s", f.err.Message).WithDetail("server_code", f.err.Code)
+	}
+	return nil, fail("the server answered a %q frame, not a manual", f.typ)
+}
+
+// redact renders a template URL for messages.
+func redact(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(invalid URL)"
+	}
+	return utcp.RedactURL(u)
 }
 
 // start sends the request of call and returns the stream of its answers.
