@@ -95,7 +95,7 @@ func (t *Transport) subscribe(ctx context.Context, spec *Template, auth *utcp.Au
 	defer cancel()
 	req, err := http.NewRequestWithContext(hctx, http.MethodGet, u.String(), nil)
 	if err != nil {
-		return nil, utcp.NewError(utcp.CodeInvalidTemplate, "graphql: subscription url: %v", err)
+		return nil, utcp.Errorf(utcp.CodeInvalidTemplate, "graphql: subscription url: %w", err)
 	}
 	for k, v := range spec.Headers {
 		req.Header.Set(k, v)
@@ -173,7 +173,7 @@ func (t *Transport) subscribe(ctx context.Context, spec *Template, auth *utcp.Au
 	}
 	pb, err := jsonx.Marshal(payload)
 	if err != nil {
-		return fail(utcp.NewError(utcp.CodeInvalidArguments, "graphql: cannot encode the variables: %v", err))
+		return fail(utcp.Errorf(utcp.CodeInvalidArguments, "graphql: cannot encode the variables: %w", err))
 	}
 	if err := ws.WriteJSON(Message{ID: subID, Type: MsgSubscribe, Payload: pb}); err != nil {
 		return fail(t.wsError(redacted, err))

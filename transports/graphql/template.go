@@ -167,7 +167,7 @@ func (t *Template) subscriptionURL() (*url.URL, error) {
 	}
 	u, err := url.Parse(raw)
 	if err != nil {
-		return nil, utcp.NewError(utcp.CodeInvalidTemplate, "graphql: subscription url: %v", err)
+		return nil, utcp.Errorf(utcp.CodeInvalidTemplate, "graphql: subscription url: %w", err)
 	}
 	switch strings.ToLower(u.Scheme) {
 	case "http":

@@ -86,7 +86,7 @@ func New(opts transports.Options) (*Transport, error) {
 	var cfg Config
 	log, err := transports.DecodeConfig(opts, "graphql", &cfg)
 	if err != nil {
-		return nil, utcp.NewError(utcp.CodeInvalidConfig, "graphql transport configuration: %v", err)
+		return nil, utcp.Errorf(utcp.CodeInvalidConfig, "graphql transport configuration: %w", err)
 	}
 	if cfg.MaxResponseBytes < 0 || cfg.MaxMessageBytes < 0 || cfg.MaxIdleConnsPerHost < 0 {
 		return nil, utcp.NewError(utcp.CodeInvalidConfig, "graphql transport configuration: limits must not be negative")
@@ -311,7 +311,7 @@ func (t *Transport) isClosed() bool {
 func (t *Transport) endpoint(spec *Template) (*url.URL, error) {
 	u, err := url.Parse(spec.URL)
 	if err != nil {
-		return nil, utcp.NewError(utcp.CodeInvalidTemplate, "graphql: url: %v", err)
+		return nil, utcp.Errorf(utcp.CodeInvalidTemplate, "graphql: url: %w", err)
 	}
 	if err := httpclient.CheckURL(u, spec.AllowInsecure); err != nil {
 		return nil, err
@@ -723,7 +723,7 @@ func (p *callPlan) requestBody() ([]byte, error) {
 	}
 	b, err := jsonx.Marshal(req)
 	if err != nil {
-		return nil, utcp.NewError(utcp.CodeInvalidArguments, "graphql: cannot encode the variables: %v", err)
+		return nil, utcp.Errorf(utcp.CodeInvalidArguments, "graphql: cannot encode the variables: %w", err)
 	}
 	return b, nil
 }

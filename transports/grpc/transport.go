@@ -134,7 +134,7 @@ func New(opts transports.Options) (*Transport, error) {
 	var cfg Config
 	log, err := transports.DecodeConfig(opts, "grpc", &cfg)
 	if err != nil {
-		return nil, utcp.NewError(utcp.CodeInvalidConfig, "grpc: config: %v", err)
+		return nil, utcp.Errorf(utcp.CodeInvalidConfig, "grpc: config: %w", err)
 	}
 	tokens := opts.Tokens
 	if tokens == nil {
@@ -453,7 +453,7 @@ func dial(spec *Template, extra ...ggrpc.DialOption) (*ggrpc.ClientConn, error) 
 		if spec.CAFile != "" {
 			pem, err := os.ReadFile(spec.CAFile)
 			if err != nil {
-				return nil, utcp.NewError(utcp.CodeInvalidTemplate, "grpc: ca_file: %v", err)
+				return nil, utcp.Errorf(utcp.CodeInvalidTemplate, "grpc: ca_file: %w", err)
 			}
 			pool := x509.NewCertPool()
 			if !pool.AppendCertsFromPEM(pem) {
@@ -464,7 +464,7 @@ func dial(spec *Template, extra ...ggrpc.DialOption) (*ggrpc.ClientConn, error) 
 		if spec.CertFile != "" {
 			cert, err := tls.LoadX509KeyPair(spec.CertFile, spec.KeyFile)
 			if err != nil {
-				return nil, utcp.NewError(utcp.CodeInvalidTemplate, "grpc: cert_file/key_file: %v", err)
+				return nil, utcp.Errorf(utcp.CodeInvalidTemplate, "grpc: cert_file/key_file: %w", err)
 			}
 			cfg.Certificates = []tls.Certificate{cert}
 		}
@@ -473,7 +473,7 @@ func dial(spec *Template, extra ...ggrpc.DialOption) (*ggrpc.ClientConn, error) 
 	opts := append([]ggrpc.DialOption{ggrpc.WithTransportCredentials(creds), ggrpc.WithUserAgent("utcpd")}, extra...)
 	conn, err := ggrpc.NewClient(spec.target(), opts...)
 	if err != nil {
-		return nil, utcp.NewError(utcp.CodeInvalidTemplate, "grpc: target %q: %v", spec.target(), err)
+		return nil, utcp.Errorf(utcp.CodeInvalidTemplate, "grpc: target %q: %w", spec.target(), err)
 	}
 	return conn, nil
 }
@@ -512,7 +512,7 @@ func (t *Transport) outgoing(ctx context.Context, spec *Template, auth *utcp.Aut
 			name = "x-api-key"
 		}
 		if err := checkMetadata(name, auth.APIKey); err != nil {
-			return nil, utcp.NewError(utcp.CodeInvalidTemplate, "grpc: api_key auth: var_name: %v", err)
+			return nil, utcp.Errorf(utcp.CodeInvalidTemplate, "grpc: api_key auth: var_name: %w", err)
 		}
 		return metadata.AppendToOutgoingContext(ctx, strings.ToLower(name), auth.APIKey), nil
 	case utcp.AuthBasic:
@@ -537,7 +537,7 @@ func (t *Transport) outgoing(ctx context.Context, spec *Template, auth *utcp.Aut
 			prefix = *auth.Prefix
 		}
 		if err := checkMetadata(name, prefix+auth.AccessToken); err != nil {
-			return nil, utcp.NewError(utcp.CodeInvalidTemplate, "grpc: oauth2_user auth: %v", err)
+			return nil, utcp.Errorf(utcp.CodeInvalidTemplate, "grpc: oauth2_user auth: %w", err)
 		}
 		return metadata.AppendToOutgoingContext(ctx, strings.ToLower(name), prefix+auth.AccessToken), nil
 	}
@@ -736,7 +736,7 @@ func (x *invocation) message(v any, where string) (proto.Message, error) {
 	} else {
 		var err error
 		if b, err = json.Marshal(v); err != nil {
-			return nil, utcp.NewError(utcp.CodeInvalidArguments, "grpc: %s%v", where, err)
+			return nil, utcp.Errorf(utcp.CodeInvalidArguments, "grpc: %s%w", where, err)
 		}
 	}
 	msg := x.m.in.New().Interface()

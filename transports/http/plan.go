@@ -78,7 +78,7 @@ func newPlan(spec *Template) *plan {
 	}
 	u, err := url.Parse(raw)
 	if err != nil {
-		p.staticErr = utcp.NewError(utcp.CodeInvalidTemplate, "http: url: %v", err)
+		p.staticErr = utcp.Errorf(utcp.CodeInvalidTemplate, "http: url: %w", err)
 		return p
 	}
 	if err := httpclient.CheckURL(u, spec.AllowInsecure); err != nil {

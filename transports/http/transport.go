@@ -69,7 +69,7 @@ func New(opts transports.Options) (*Transport, error) {
 	var cfg Config
 	log, err := transports.DecodeConfig(opts, "http", &cfg)
 	if err != nil {
-		return nil, utcp.NewError(utcp.CodeInvalidConfig, "http transport configuration: %v", err)
+		return nil, utcp.Errorf(utcp.CodeInvalidConfig, "http transport configuration: %w", err)
 	}
 	if cfg.MaxResponseBytes < 0 || cfg.MaxIdleConnsPerHost < 0 {
 		return nil, utcp.NewError(utcp.CodeInvalidConfig, "http transport configuration: limits must not be negative")
@@ -116,7 +116,7 @@ func (t *Transport) RegisterManual(ctx context.Context, tmpl *utcp.CallTemplate)
 	}
 	u, err := url.Parse(spec.URL)
 	if err != nil {
-		return nil, utcp.NewError(utcp.CodeInvalidTemplate, "http: url: %v", err)
+		return nil, utcp.Errorf(utcp.CodeInvalidTemplate, "http: url: %w", err)
 	}
 	if err := httpclient.CheckURL(u, spec.AllowInsecure); err != nil {
 		return nil, err
@@ -291,7 +291,7 @@ func (r *request) build(ctx context.Context, t *Transport) (*nethttp.Request, er
 	}
 	req, err := nethttp.NewRequestWithContext(ctx, r.method, r.rawURL, body)
 	if err != nil {
-		return nil, utcp.NewError(utcp.CodeInvalidTemplate, "http: cannot build the request: %v", err)
+		return nil, utcp.Errorf(utcp.CodeInvalidTemplate, "http: cannot build the request: %w", err)
 	}
 	req.Header = r.header
 	if r.auth != nil {
@@ -431,7 +431,7 @@ func prepare(spec *Template, auth *utcp.Auth, args map[string]any) (*request, er
 	if v, ok := args[spec.BodyField]; ok && !slices.Contains(spec.HeaderFields, spec.BodyField) {
 		b, err := httpcall.EncodeBody(spec.ContentType, v)
 		if err != nil {
-			return nil, utcp.NewError(utcp.CodeInvalidArguments, "argument %q: cannot encode the body: %v", spec.BodyField, err).WithDetail("argument", spec.BodyField)
+			return nil, utcp.Errorf(utcp.CodeInvalidArguments, "argument %q: cannot encode the body: %w", spec.BodyField, err).WithDetail("argument", spec.BodyField)
 		}
 		body = b
 		if header.Get("Content-Type") == "" {
@@ -461,7 +461,7 @@ func prepare(spec *Template, auth *utcp.Auth, args map[string]any) (*request, er
 	}
 	u, err := url.Parse(raw)
 	if err != nil {
-		return nil, utcp.NewError(utcp.CodeInvalidTemplate, "http: url: %v", err)
+		return nil, utcp.Errorf(utcp.CodeInvalidTemplate, "http: url: %w", err)
 	}
 	if err := httpclient.CheckURL(u, spec.AllowInsecure); err != nil {
 		return nil, err

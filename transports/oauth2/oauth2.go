@@ -186,7 +186,7 @@ type tokenAttemptError struct {
 func (c *TokenCache) request(ctx context.Context, auth *utcp.Auth) (string, time.Duration, error) {
 	u, err := url.Parse(auth.TokenURL)
 	if err != nil {
-		return "", 0, utcp.NewError(utcp.CodeInvalidTemplate, "oauth2 auth: token_url is not a URL: %v", err)
+		return "", 0, utcp.Errorf(utcp.CodeInvalidTemplate, "oauth2 auth: token_url is not a URL: %w", err)
 	}
 	if err := httpclient.CheckURL(u, false); err != nil {
 		return "", 0, utcp.Errorf(utcp.CodeInvalidTemplate, "oauth2 token_url: %w", err)

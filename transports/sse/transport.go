@@ -83,7 +83,7 @@ func New(opts transports.Options) (*Transport, error) {
 	var cfg Config
 	log, err := transports.DecodeConfig(opts, "sse", &cfg)
 	if err != nil {
-		return nil, utcp.NewError(utcp.CodeInvalidConfig, "sse transport configuration: %v", err)
+		return nil, utcp.Errorf(utcp.CodeInvalidConfig, "sse transport configuration: %w", err)
 	}
 	if cfg.MaxEventBytes < 0 || cfg.MaxResponseBytes < 0 || cfg.MaxReconnects < 0 || cfg.MaxIdleConnsPerHost < 0 {
 		return nil, utcp.NewError(utcp.CodeInvalidConfig, "sse transport configuration: limits must not be negative")

@@ -74,7 +74,7 @@ func New(opts transports.Options) (*Transport, error) {
 	var cfg Config
 	log, err := transports.DecodeConfig(opts, "streamable_http", &cfg)
 	if err != nil {
-		return nil, utcp.NewError(utcp.CodeInvalidConfig, "streamable_http transport configuration: %v", err)
+		return nil, utcp.Errorf(utcp.CodeInvalidConfig, "streamable_http transport configuration: %w", err)
 	}
 	if cfg.MaxEventBytes < 0 || cfg.MaxResponseBytes < 0 || cfg.MaxIdleConnsPerHost < 0 {
 		return nil, utcp.NewError(utcp.CodeInvalidConfig, "streamable_http transport configuration: limits must not be negative")

@@ -266,7 +266,7 @@ func New(opts transports.Options) (*Transport, error) {
 	var cfg Config
 	log, err := transports.DecodeConfig(opts, "tcp", &cfg)
 	if err != nil {
-		return nil, utcp.NewError(utcp.CodeInvalidConfig, "tcp: config: %v", err)
+		return nil, utcp.Errorf(utcp.CodeInvalidConfig, "tcp: config: %w", err)
 	}
 	t := &Transport{log: log, maxIdle: cfg.MaxIdle, idleTimeout: time.Duration(cfg.IdleTimeout * float64(time.Millisecond)),
 		idle: map[string][]*conn{}, open: map[*conn]struct{}{}}
@@ -479,7 +479,7 @@ func (t *Transport) begin(ctx context.Context, manual string, spec *Template, pa
 	fr := FramingOf(spec)
 	framed, err := fr.Append(make([]byte, 0, len(payload)+16), payload)
 	if err != nil {
-		return nil, utcp.NewError(utcp.CodeInvalidArguments, "%v", err)
+		return nil, utcp.Errorf(utcp.CodeInvalidArguments, "%w", err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, spec.timeout())
 	key := poolKey(manual, spec)

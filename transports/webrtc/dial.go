@@ -33,14 +33,14 @@ import (
 func (t *Transport) dial(ctx context.Context, spec *Template, auth *utcp.Auth, s *session.Slot[*peer]) (*peer, error) {
 	u, err := spec.signalingURL()
 	if err != nil {
-		return nil, utcp.NewError(utcp.CodeInvalidTemplate, "webrtc: %v", err)
+		return nil, utcp.Errorf(utcp.CodeInvalidTemplate, "webrtc: %w", err)
 	}
 	if err := httpclient.CheckURL(u, spec.AllowInsecure); err != nil {
 		return nil, err
 	}
 	pc, err := t.api.NewPeerConnection(webrtc.Configuration{ICEServers: iceServers(spec.ICEServers)})
 	if err != nil {
-		return nil, utcp.NewError(utcp.CodeInvalidTemplate, "webrtc: peer connection: %v", err)
+		return nil, utcp.Errorf(utcp.CodeInvalidTemplate, "webrtc: peer connection: %w", err)
 	}
 	p := &peer{
 		t:       t,
@@ -96,7 +96,7 @@ func (t *Transport) connect(ctx context.Context, p *peer, spec *Template, auth *
 	ordered := true
 	dc, err := p.pc.CreateDataChannel(spec.channelName(), &webrtc.DataChannelInit{Ordered: &ordered})
 	if err != nil {
-		return utcp.NewError(utcp.CodeInvalidTemplate, "webrtc: data channel %q: %v", spec.channelName(), err)
+		return utcp.Errorf(utcp.CodeInvalidTemplate, "webrtc: data channel %q: %w", spec.channelName(), err)
 	}
 	p.dc = dc
 	opened := make(chan struct{})
@@ -177,7 +177,7 @@ func (t *Transport) signalHTTP(ctx context.Context, p *peer, spec *Template, aut
 	body, _ := json.Marshal(Signal{Type: SignalOffer, SDP: sdp, PeerID: spec.PeerID})
 	req, err := http.NewRequestWithContext(httpclient.WithAllowInsecure(ctx, spec.AllowInsecure), http.MethodPost, u.String(), bytes.NewReader(body))
 	if err != nil {
-		return utcp.NewError(utcp.CodeInvalidTemplate, "webrtc: signaling_server: %v", err)
+		return utcp.Errorf(utcp.CodeInvalidTemplate, "webrtc: signaling_server: %w", err)
 	}
 	req.Close = true // one exchange per connection: keep no idle connection
 	for k, v := range spec.Headers {
@@ -216,10 +216,10 @@ func (t *Transport) signalHTTP(ctx context.Context, p *peer, spec *Template, aut
 	}
 	ans, err := decodeAnswer(data)
 	if err != nil {
-		return signalErr(p, "%v", err)
+		return signalErr(p, "%w", err)
 	}
 	if err := p.pc.SetRemoteDescription(webrtc.SessionDescription{Type: webrtc.SDPTypeAnswer, SDP: ans}); err != nil {
-		return signalErr(p, "the answer's SDP cannot be used: %v", err)
+		return signalErr(p, "the answer's SDP cannot be used: %w", err)
 	}
 	return nil
 }
@@ -318,7 +318,7 @@ func (t *Transport) signalWebSocket(ctx context.Context, p *peer, spec *Template
 	// the credentials in a header, the query or a cookie.
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
-		return utcp.NewError(utcp.CodeInvalidTemplate, "webrtc: signaling_server: %v", err)
+		return utcp.Errorf(utcp.CodeInvalidTemplate, "webrtc: signaling_server: %w", err)
 	}
 	for k, v := range spec.Headers {
 		req.Header.Set(k, v)
@@ -405,7 +405,7 @@ func (t *Transport) signalWebSocket(ctx context.Context, p *peer, spec *Template
 					return
 				}
 				if err := p.pc.SetRemoteDescription(webrtc.SessionDescription{Type: webrtc.SDPTypeAnswer, SDP: s.SDP}); err != nil {
-					failed <- signalErr(p, "the answer's SDP cannot be used: %v", err)
+					failed <- signalErr(p, "the answer's SDP cannot be used: %w", err)
 					return
 				}
 				answered = true

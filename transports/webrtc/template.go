@@ -95,7 +95,7 @@ func (s *ICEServer) UnmarshalJSON(b []byte) error {
 		Credential string          `json:"credential"`
 	}
 	if err := json.Unmarshal(b, &w); err != nil {
-		return fmt.Errorf("field ice_servers: %v", err)
+		return fmt.Errorf("field ice_servers: %w", err)
 	}
 	*s = ICEServer{Username: w.Username, Credential: w.Credential}
 	if u := bytes.TrimSpace(w.URLs); len(u) > 0 && !bytes.Equal(u, []byte("null")) {

@@ -99,7 +99,7 @@ func New(opts transports.Options) (*Transport, error) {
 	var cfg Config
 	log, err := transports.DecodeConfig(opts, "webrtc", &cfg)
 	if err != nil {
-		return nil, utcp.NewError(utcp.CodeInvalidConfig, "webrtc transport configuration: %v", err)
+		return nil, utcp.Errorf(utcp.CodeInvalidConfig, "webrtc transport configuration: %w", err)
 	}
 	if cfg.MaxMessageBytes < 0 || cfg.MaxResponseBytes < 0 || cfg.MaxChunkBytes < 0 {
 		return nil, utcp.NewError(utcp.CodeInvalidConfig, "webrtc transport configuration: limits must not be negative")
@@ -118,7 +118,7 @@ func New(opts transports.Options) (*Transport, error) {
 	}
 	api, err := cfg.Network.API()
 	if err != nil {
-		return nil, utcp.NewError(utcp.CodeInvalidConfig, "webrtc transport configuration: %v", err)
+		return nil, utcp.Errorf(utcp.CodeInvalidConfig, "webrtc transport configuration: %w", err)
 	}
 	t := &Transport{
 		cfg:    cfg,
@@ -350,7 +350,7 @@ func (t *Transport) start(ctx context.Context, call *utcp.Call) (*stream, error)
 		payload, err := jsonx.Marshal(toolCall{Type: TypeToolCall, ID: pd.id, Tool: call.Name, Inputs: args})
 		if err != nil {
 			s.Close()
-			return nil, utcp.NewError(utcp.CodeInvalidArguments, "webrtc: cannot encode the arguments: %v", err)
+			return nil, utcp.Errorf(utcp.CodeInvalidArguments, "webrtc: cannot encode the arguments: %w", err)
 		}
 		if err := p.send(payload, pd.id); err != nil {
 			s.finish(err)

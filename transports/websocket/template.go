@@ -194,7 +194,7 @@ func RenderMessage(message json.RawMessage, args map[string]any) ([]byte, error)
 	dec := json.NewDecoder(bytes.NewReader(message))
 	dec.UseNumber()
 	if err := dec.Decode(&tmpl); err != nil {
-		return nil, utcp.NewError(utcp.CodeInvalidTemplate, "websocket: field message is not valid JSON: %v", err)
+		return nil, utcp.Errorf(utcp.CodeInvalidTemplate, "websocket: field message is not valid JSON: %w", err)
 	}
 	if s, ok := tmpl.(string); ok {
 		trimmed := strings.TrimSpace(s)

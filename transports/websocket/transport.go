@@ -132,7 +132,7 @@ func New(opts transports.Options) (*Transport, error) {
 	var cfg Config
 	log, err := transports.DecodeConfig(opts, "websocket", &cfg)
 	if err != nil {
-		return nil, utcp.NewError(utcp.CodeInvalidConfig, "websocket transport configuration: %v", err)
+		return nil, utcp.Errorf(utcp.CodeInvalidConfig, "websocket transport configuration: %w", err)
 	}
 	if cfg.MaxMessageBytes < 0 || cfg.MaxResponseBytes < 0 || cfg.PingInterval < 0 || cfg.IdleTimeout < 0 {
 		return nil, utcp.NewError(utcp.CodeInvalidConfig, "websocket transport configuration: limits must not be negative")
@@ -424,7 +424,7 @@ func (t *Transport) start(ctx context.Context, call *utcp.Call) (*stream, error)
 		payload, err = jsonx.Marshal(Frame{Type: FrameCall, ID: s.p.id, Tool: call.Name, Arguments: args})
 		if err != nil {
 			s.Close()
-			return nil, utcp.NewError(utcp.CodeInvalidArguments, "websocket: cannot encode the arguments: %v", err)
+			return nil, utcp.Errorf(utcp.CodeInvalidArguments, "websocket: cannot encode the arguments: %w", err)
 		}
 	}
 	if err := s.c.write(ctx, payload); err != nil {
@@ -478,7 +478,7 @@ func ctxError(ctx context.Context, rawURL string) error {
 func (t *Transport) dial(ctx context.Context, spec *Template, auth *utcp.Auth, envelope bool, s *session.Slot[*conn]) (*conn, error) {
 	u, err := url.Parse(spec.URL)
 	if err != nil {
-		return nil, utcp.NewError(utcp.CodeInvalidTemplate, "websocket: url: %v", err)
+		return nil, utcp.Errorf(utcp.CodeInvalidTemplate, "websocket: url: %w", err)
 	}
 	if err := httpclient.CheckURL(u, spec.AllowInsecure); err != nil {
 		return nil, err
@@ -490,7 +490,7 @@ func (t *Transport) dial(ctx context.Context, spec *Template, auth *utcp.Auth, e
 	// the credentials in a header, the query or a cookie.
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
-		return nil, utcp.NewError(utcp.CodeInvalidTemplate, "websocket: url: %v", err)
+		return nil, utcp.Errorf(utcp.CodeInvalidTemplate, "websocket: url: %w", err)
 	}
 	for k, v := range spec.Headers {
 		req.Header.Set(k, v)

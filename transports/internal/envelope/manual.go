@@ -19,7 +19,7 @@ func EncodeCall(prefix, id, tool string, args map[string]any) ([]byte, error) {
 	}
 	payload, err := jsonx.Marshal(Frame{Type: FrameCall, ID: id, Tool: tool, Arguments: args})
 	if err != nil {
-		return nil, utcp.NewError(utcp.CodeInvalidArguments, "%s: arguments are not JSON: %v", prefix, err)
+		return nil, utcp.Errorf(utcp.CodeInvalidArguments, "%s: arguments are not JSON: %w", prefix, err)
 	}
 	return payload, nil
 }

@@ -112,7 +112,7 @@ func (m *Mapping) Map(args map[string]any) (*MappedRequest, error) {
 			delete(rest, m.BodyField)
 			b, err := EncodeBody(m.ContentType, v)
 			if err != nil {
-				return nil, utcp.NewError(utcp.CodeInvalidArguments, "argument %q: cannot encode the body: %v", m.BodyField, err).WithDetail("argument", m.BodyField)
+				return nil, utcp.Errorf(utcp.CodeInvalidArguments, "argument %q: cannot encode the body: %w", m.BodyField, err).WithDetail("argument", m.BodyField)
 			}
 			body = b
 			if header.Get("Content-Type") == "" && m.ContentType != "" {
@@ -126,7 +126,7 @@ func (m *Mapping) Map(args map[string]any) (*MappedRequest, error) {
 	}
 	u, err := url.Parse(raw)
 	if err != nil {
-		return nil, utcp.NewError(utcp.CodeInvalidTemplate, "url: %v", err)
+		return nil, utcp.Errorf(utcp.CodeInvalidTemplate, "url: %w", err)
 	}
 	if err := httpclient.CheckURL(u, m.AllowInsecure); err != nil {
 		return nil, err
@@ -350,7 +350,7 @@ func SendMapped(ctx context.Context, client *http.Client, tokens transports.Toke
 		}
 		req, err := http.NewRequestWithContext(ctx, method, mr.URL.String(), body)
 		if err != nil {
-			return nil, utcp.NewError(utcp.CodeInvalidTemplate, "cannot build the request: %v", err)
+			return nil, utcp.Errorf(utcp.CodeInvalidTemplate, "cannot build the request: %w", err)
 		}
 		req.Header = mr.Header.Clone()
 		if req.Header.Get("User-Agent") == "" {

@@ -116,7 +116,7 @@ func (c *Call) Collect(recv func() (*utcp.Event, error), max int64) (*utcp.Resul
 func ManualTarget(typ, rawURL string, headers map[string]string, allowInsecure bool) (*url.URL, http.Header, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
-		return nil, nil, utcp.NewError(utcp.CodeInvalidTemplate, "%s: url: %v", typ, err)
+		return nil, nil, utcp.Errorf(utcp.CodeInvalidTemplate, "%s: url: %w", typ, err)
 	}
 	if err := httpclient.CheckURL(u, allowInsecure); err != nil {
 		return nil, nil, err

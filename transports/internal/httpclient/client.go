@@ -36,7 +36,7 @@ import (
 // since there the backend, not the template, chose the URL.
 func CheckURL(u *url.URL, allowInsecure bool) error {
 	if err := checkURL(u, allowInsecure); err != nil {
-		e := utcp.NewError(utcp.CodeInvalidTemplate, "%v", err)
+		e := utcp.Errorf(utcp.CodeInvalidTemplate, "%w", err)
 		if u != nil {
 			e = e.WithDetail("url", utcp.RedactURL(u))
 		}
@@ -184,7 +184,7 @@ func New(opts Options) *http.Client {
 				return utcp.NewError(utcp.CodeTransportError, "stopped after %d redirects", len(via))
 			}
 			if err := checkURL(req.URL, allowInsecureFrom(req.Context())); err != nil {
-				return utcp.NewError(utcp.CodeTransportError, "redirect refused: %v", err).
+				return utcp.Errorf(utcp.CodeTransportError, "redirect refused: %w", err).
 					WithDetail("url", utcp.RedactURL(req.URL))
 			}
 			first := origin(via[0].URL)
