@@ -79,10 +79,13 @@ var allowed = []struct {
 }
 
 // TestDependencyDirection keeps the package graph of the table above:
-// utcp ← manuals ← registry ← gateway ← api ← cmd/utcpd; a transport
-// imports only transports, utcp, manuals and internal/netguard; a guard
-// only guard and utcp; nothing imports cmd/; utcp imports only the
-// standard library.
+// utcp ← manuals ← registry ← gateway ← api ← cmd/utcpd; the contract
+// package transports imports only utcp, manuals and internal/netguard; a
+// transport imports only the contract, the shared helpers
+// (transports/internal/..., transports/oauth2, internal/jsonx,
+// internal/eventstream), utcp, manuals and internal/netguard; nothing
+// outside transports/ imports transports/internal; a guard only guard and
+// utcp; nothing imports cmd/; utcp imports only the standard library.
 func TestDependencyDirection(t *testing.T) {
 	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}}{{range .Imports}} {{.}}{{end}}`, "./...").Output()
 	if err != nil {
