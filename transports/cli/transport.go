@@ -20,6 +20,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/utcpd/utcpd/internal/jsonx"
 	"github.com/utcpd/utcpd/manuals"
 	"github.com/utcpd/utcpd/transports"
 	"github.com/utcpd/utcpd/transports/internal/procenv"
@@ -318,7 +319,7 @@ func (t *Transport) start(ctx context.Context, spec *Template, args map[string]a
 		if args == nil {
 			args = map[string]any{}
 		}
-		stdinData, err = encodeJSON(args)
+		stdinData, err = jsonx.Marshal(args)
 		if err != nil {
 			return nil, utcp.Errorf(utcp.CodeInvalidArguments, "cli: %s: arguments are not JSON-encodable: %w", what, err)
 		}
@@ -630,24 +631,11 @@ func (r *run) result(stdout []byte) (any, error) {
 // is one valid JSON value (numbers as json.Number), else out as a string.
 func decodeOutput(out []byte) any {
 	if len(out) > 0 && (out[0] == '{' || out[0] == '[') {
-		if v, ok := decodeJSON(out); ok {
+		if v, ok := jsonx.DecodeValue(out); ok {
 			return v
 		}
 	}
 	return string(out)
-}
-
-func decodeJSON(b []byte) (any, bool) {
-	if !json.Valid(b) {
-		return nil, false
-	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return nil, false
-	}
-	return v, true
 }
 
 // capBuffer keeps the first max bytes written to it and, separately, the
@@ -734,20 +722,8 @@ func argString(v any) (string, error) {
 	case json.Number:
 		return x.String(), nil
 	}
-	b, err := encodeJSON(v)
+	b, err := jsonx.Marshal(v)
 	return string(b), err
-}
-
-// encodeJSON encodes v without HTML escaping and without a trailing
-// newline.
-func encodeJSON(v any) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
 
 // stream is the transports.Stream of one run.
@@ -819,7 +795,7 @@ func lineEvent(line []byte) *utcp.Event {
 	if len(trimmed) == 0 {
 		return nil
 	}
-	if v, ok := decodeJSON(trimmed); ok {
+	if v, ok := jsonx.DecodeValue(trimmed); ok {
 		return &utcp.Event{Data: v}
 	}
 	return &utcp.Event{Data: string(text)}
