@@ -243,17 +243,6 @@ func New(opts transports.Options) (*Transport, error) {
 // errClosed refuses work after Close.
 var errClosed = utcp.NewError(utcp.CodeUnavailable, "mcp: transport closed")
 
-func specOf(tmpl *utcp.CallTemplate) (*Template, error) {
-	if tmpl == nil {
-		return nil, utcp.Errorf(utcp.CodeInvalidTemplate, "mcp: no call template: %w", transports.ErrInvalidTemplate)
-	}
-	spec, ok := tmpl.Spec.(*Template)
-	if !ok || spec == nil {
-		return nil, utcp.Errorf(utcp.CodeInvalidTemplate, "mcp: call template %q was not parsed by the mcp transport (Spec is %T): %w", tmpl.Name, tmpl.Spec, transports.ErrInvalidTemplate)
-	}
-	return spec, nil
-}
-
 // keyOf identifies the manual state of a template: the manual name and a
 // hash of the whole template as registered (variables substituted).
 func keyOf(tmpl *utcp.CallTemplate) string {
@@ -290,7 +279,7 @@ func discoveryError(name string, err error) error {
 // connect or list fails the whole registration (discovery_failed) and
 // stops the others.
 func (t *Transport) RegisterManual(ctx context.Context, tmpl *utcp.CallTemplate) (*utcp.Manual, error) {
-	spec, err := specOf(tmpl)
+	spec, _, err := transports.SpecOf[Template](tmpl, Type, ParseTemplate)
 	if err != nil {
 		return nil, err
 	}
@@ -404,7 +393,7 @@ func (t *Transport) route(call *utcp.Call) (*server, string, error) {
 	if call == nil || call.Template == nil {
 		return nil, "", utcp.Errorf(utcp.CodeInvalidTemplate, "mcp: call without a call template: %w", transports.ErrInvalidTemplate)
 	}
-	if _, err := specOf(call.Template); err != nil {
+	if _, _, err := transports.SpecOf[Template](call.Template, Type, ParseTemplate); err != nil {
 		return nil, "", err
 	}
 	name := call.Template.Name
