@@ -18,9 +18,9 @@
 //	}
 //
 // url is required and must be wss://, or ws:// to a literal loopback host
-// unless allow_insecure is true (transports.CheckURL). headers and auth
+// unless allow_insecure is true (httpclient.CheckURL). headers and auth
 // (api_key in a header, the query or a cookie; basic; oauth2; oauth2_user,
-// applied with transports.ApplyAuth) go with the opening handshake.
+// applied with httpclient.ApplyAuth) go with the opening handshake.
 // protocol (python-utcp's field) and subprotocols (a utcpd extension) are
 // the subprotocols offered; when the server selects none of them the
 // connection is refused with a transport_error naming them. timeout, in

@@ -13,7 +13,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/utcpd/utcpd/internal/jsonx"
 	"github.com/utcpd/utcpd/transports"
+	"github.com/utcpd/utcpd/transports/internal/httpcall"
+	"github.com/utcpd/utcpd/transports/internal/httpclient"
 	"github.com/utcpd/utcpd/utcp"
 )
 
@@ -80,10 +83,10 @@ var handshakeHeaders = []string{"Upgrade", "Connection", "Sec-Websocket-Key", "S
 // Validate checks the template as written (before variable substitution).
 // Errors name the field.
 func (t *Template) Validate() error {
-	if err := transports.ValidateTemplateURL(t.URL, "ws", "wss"); err != nil {
+	if err := httpcall.ValidateTemplateURL(t.URL, "ws", "wss"); err != nil {
 		return err
 	}
-	if err := transports.ValidateHeaders("headers", t.Headers); err != nil {
+	if err := httpcall.ValidateHeaders("headers", t.Headers); err != nil {
 		return err
 	}
 	for k := range t.Headers {
@@ -95,7 +98,7 @@ func (t *Template) Validate() error {
 		return errors.New("field header_fields is not supported by websocket: a connection is shared by many calls, so arguments cannot become handshake headers; put the values in the message instead")
 	}
 	for _, p := range t.protocols() {
-		if !transports.ValidHeaderName(p) {
+		if !httpclient.ValidHeaderName(p) {
 			return fmt.Errorf("field protocol/subprotocols: %q is not a valid subprotocol name", p)
 		}
 	}
@@ -167,11 +170,6 @@ func ParseTemplate(raw json.RawMessage) (utcp.CallTemplate, error) {
 	return tmpl, err
 }
 
-// specOf returns the *Template of tmpl, parsing Raw when Spec is unset.
-func specOf(tmpl *utcp.CallTemplate) (*Template, *utcp.Auth, error) {
-	return transports.SpecOf[Template](tmpl, Type, ParseTemplate)
-}
-
 // placeholderRE matches UTCP_ARG_<name>_UTCP_END and python-utcp's
 // UTCP_ARG_<name>_UTCP_ARG.
 var placeholderRE = regexp.MustCompile(`UTCP_ARG_([A-Za-z0-9_.\-]+?)_UTCP_(?:END|ARG)`)
@@ -196,7 +194,7 @@ func RenderMessage(message json.RawMessage, args map[string]any) ([]byte, error)
 	dec := json.NewDecoder(bytes.NewReader(message))
 	dec.UseNumber()
 	if err := dec.Decode(&tmpl); err != nil {
-		return nil, utcp.NewError(utcp.CodeInvalidTemplate, "websocket: field message is not valid JSON: %v", err)
+		return nil, utcp.Errorf(utcp.CodeInvalidTemplate, "websocket: field message is not valid JSON: %w", err)
 	}
 	if s, ok := tmpl.(string); ok {
 		trimmed := strings.TrimSpace(s)
@@ -215,7 +213,7 @@ func RenderMessage(message json.RawMessage, args map[string]any) ([]byte, error)
 	if err != nil {
 		return nil, err
 	}
-	return transports.MarshalJSON(out)
+	return jsonx.Marshal(out)
 }
 
 func missingArg(name string) error {
@@ -224,7 +222,7 @@ func missingArg(name string) error {
 
 // argText renders an argument for text substitution.
 func argText(args map[string]any, name string) (string, error) {
-	s, ok := transports.ArgString(args[name])
+	s, ok := jsonx.ArgString(args[name])
 	if !ok {
 		return "", missingArg(name)
 	}

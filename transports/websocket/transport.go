@@ -21,8 +21,13 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/utcpd/utcpd/internal/jsonx"
 	"github.com/utcpd/utcpd/internal/netguard"
 	"github.com/utcpd/utcpd/transports"
+	"github.com/utcpd/utcpd/transports/internal/envelope"
+	"github.com/utcpd/utcpd/transports/internal/httpclient"
+	"github.com/utcpd/utcpd/transports/internal/session"
+	"github.com/utcpd/utcpd/transports/oauth2"
 	"github.com/utcpd/utcpd/utcp"
 )
 
@@ -44,14 +49,14 @@ var (
 
 // The frame types of the utcpd envelope (see the package documentation).
 const (
-	FrameCall     = "call"   // client → server: run a tool
-	FrameCancel   = "cancel" // client → server: the caller gave up
-	FrameDiscover = "utcp"   // client → server: send your manual
-	FrameResult   = "result" // server → client: the whole result; ends the call
-	FrameEvent    = "event"  // server → client: one streamed item
-	FrameEnd      = "end"    // server → client: the stream is over
-	FrameError    = "error"  // server → client: the call failed; ends the call
-	FrameManual   = "manual" // server → client: the manual asked for
+	FrameCall     = envelope.FrameCall     // client → server: run a tool
+	FrameCancel   = envelope.FrameCancel   // client → server: the caller gave up
+	FrameDiscover = envelope.FrameDiscover // client → server: send your manual
+	FrameResult   = envelope.FrameResult   // server → client: the whole result; ends the call
+	FrameEvent    = envelope.FrameEvent    // server → client: one streamed item
+	FrameEnd      = envelope.FrameEnd      // server → client: the stream is over
+	FrameError    = envelope.FrameError    // server → client: the call failed; ends the call
+	FrameManual   = envelope.FrameManual   // server → client: the manual asked for
 )
 
 // EnvelopeSubprotocol is the WebSocket subprotocol name of the utcpd
@@ -62,40 +67,10 @@ const EnvelopeSubprotocol = "utcpd.v1"
 // Frame is one message of the utcpd envelope, as JSON in a text frame.
 // Clients send call, cancel and utcp frames; servers answer with result,
 // event, end, error and manual frames carrying the id of the request.
-type Frame struct {
-	// Type is one of the Frame* constants.
-	Type string `json:"type"`
-	// ID correlates a request and its answers: a string the client chose,
-	// unique among the calls in flight on the connection.
-	ID string `json:"id,omitempty"`
-	// Tool is the tool's name as the server knows it (call).
-	Tool string `json:"tool,omitempty"`
-	// Arguments are the call's arguments (call).
-	Arguments map[string]any `json:"arguments,omitempty"`
-	// Result is the tool's whole result (result).
-	Result any `json:"result,omitempty"`
-	// Event optionally names a streamed item (event).
-	Event string `json:"event,omitempty"`
-	// Data is one streamed item (event).
-	Data any `json:"data,omitempty"`
-	// Error describes a failure (error).
-	Error *WireError `json:"error,omitempty"`
-	// Manual is the server's UTCP manual (manual).
-	Manual json.RawMessage `json:"manual,omitempty"`
-}
+type Frame = envelope.Frame
 
 // WireError is the error object of an error frame.
-type WireError struct {
-	// Code is "tool_error" (the tool failed; the default),
-	// "tool_not_found", "invalid_arguments", "invalid_request" (the server
-	// did not understand the frame) or "unsupported" (for example, no
-	// manual to offer).
-	Code string `json:"code,omitempty"`
-	// Message says what went wrong.
-	Message string `json:"message"`
-	// Data is the tool's own error payload, if any.
-	Data any `json:"data,omitempty"`
-}
+type WireError = envelope.WireError
 
 // Defaults of the websocket transport.
 const (
@@ -144,9 +119,9 @@ type Transport struct {
 
 	mu     sync.Mutex
 	closed bool
-	slots  transports.Slots[*conn] // by connKey
-	conns  map[*conn]struct{}      // every open connection
-	wg     sync.WaitGroup          // connection goroutines
+	slots  session.Slots[*conn] // by connKey
+	conns  map[*conn]struct{}   // every open connection
+	wg     sync.WaitGroup       // connection goroutines
 }
 
 // New returns a websocket Transport configured by opts.Config (a Config,
@@ -157,7 +132,7 @@ func New(opts transports.Options) (*Transport, error) {
 	var cfg Config
 	log, err := transports.DecodeConfig(opts, "websocket", &cfg)
 	if err != nil {
-		return nil, utcp.NewError(utcp.CodeInvalidConfig, "websocket transport configuration: %v", err)
+		return nil, utcp.Errorf(utcp.CodeInvalidConfig, "websocket transport configuration: %w", err)
 	}
 	if cfg.MaxMessageBytes < 0 || cfg.MaxResponseBytes < 0 || cfg.PingInterval < 0 || cfg.IdleTimeout < 0 {
 		return nil, utcp.NewError(utcp.CodeInvalidConfig, "websocket transport configuration: limits must not be negative")
@@ -174,7 +149,7 @@ func New(opts transports.Options) (*Transport, error) {
 		log:       log,
 		pingEvery: time.Duration(cfg.PingInterval * float64(time.Millisecond)),
 		idleAfter: time.Duration(cfg.IdleTimeout * float64(time.Millisecond)),
-		slots:     transports.Slots[*conn]{},
+		slots:     session.Slots[*conn]{},
 		conns:     map[*conn]struct{}{},
 	}
 	if t.pingEvery == 0 {
@@ -184,7 +159,7 @@ func New(opts transports.Options) (*Transport, error) {
 		t.idleAfter = DefaultIdleTimeout
 	}
 	if t.tokens == nil {
-		t.tokens = transports.NewTokenCache(nil)
+		t.tokens = oauth2.NewTokenCache(nil)
 	}
 	return t, nil
 }
@@ -203,53 +178,6 @@ var (
 	errAbandoned = &utcp.TransportError{Err: errors.New("websocket: connection closed: a call using a message template ended early, and its late answers must not reach the next call")}
 )
 
-func errDeregistered(manual string) error {
-	return utcp.Errorf(utcp.CodeManualNotFound, "websocket: manual %q was deregistered: %w", manual, transports.ErrNotRegistered).WithDetail("manual", manual)
-}
-
-// Close closes every connection (calls in flight fail with code
-// unavailable), waits for their goroutines to end, and refuses later calls.
-// It is idempotent.
-func (t *Transport) Close() error {
-	t.mu.Lock()
-	if t.closed {
-		t.mu.Unlock()
-		return nil
-	}
-	t.closed = true
-	conns := make([]*conn, 0, len(t.conns))
-	for c := range t.conns {
-		conns = append(conns, c)
-	}
-	t.slots = transports.Slots[*conn]{}
-	t.mu.Unlock()
-	for _, c := range conns {
-		c.closeGracefully(errClosed)
-	}
-	t.wg.Wait()
-	return nil
-}
-
-// Release closes the manual's connections, waiting for their goroutines
-// (transports.Count calls it when the manual's last registration ends,
-// and after a discovery that failed while the manual held none, so that
-// no connection nobody registered stays open).
-func (t *Transport) Release(ctx context.Context, tmpl *utcp.CallTemplate) error {
-	if tmpl == nil {
-		return nil
-	}
-	name := tmpl.Name
-	t.mu.Lock()
-	if t.closed {
-		t.mu.Unlock()
-		return nil
-	}
-	victims := t.slots.Take(name)
-	t.mu.Unlock()
-	transports.CloseSlots(ctx, victims, errDeregistered(name))
-	return nil
-}
-
 // RegisterManual asks the server at the manual template's URL for its
 // manual over the manual's connection (opening it): it sends
 // {"type":"utcp","id":...} and accepts {"type":"manual","id":...,
@@ -257,11 +185,11 @@ func (t *Transport) Release(ctx context.Context, tmpl *utcp.CallTemplate) error 
 // answer {"type":"utcp"} that way), read with manuals.ParseManual. An
 // error frame (a server without a manual to offer), any other answer, no
 // answer before the template's timeout, or a connection failure is
-// discovery_failed; a URL refused by transports.CheckURL is
+// discovery_failed; a URL refused by httpclient.CheckURL is
 // invalid_template. Success keeps the connection open for the manual's
 // calls until Release.
 func (t *Transport) RegisterManual(ctx context.Context, tmpl *utcp.CallTemplate) (*utcp.Manual, error) {
-	spec, auth, err := specOf(tmpl)
+	spec, auth, err := transports.SpecOf[Template](tmpl, Type, ParseTemplate)
 	if err != nil {
 		return nil, err
 	}
@@ -273,66 +201,6 @@ func (t *Transport) RegisterManual(ctx context.Context, tmpl *utcp.CallTemplate)
 	}
 	t.mu.Unlock()
 	return m, err
-}
-
-func (t *Transport) discover(ctx context.Context, manual string, spec *Template, auth *utcp.Auth) (*utcp.Manual, error) {
-	ctx, cancel := context.WithTimeout(ctx, spec.timeout())
-	defer cancel()
-	fail := func(format string, args ...any) *utcp.Error {
-		return utcp.Errorf(utcp.CodeDiscoveryFailed, "websocket discovery of manual %q from %s: "+format,
-			append([]any{manual, redact(spec.URL)}, args...)...)
-	}
-	wrap := func(err error) error {
-		var uerr *utcp.Error
-		if ctx.Err() != nil || errors.As(err, &uerr) && uerr.Code != utcp.CodeTransportError {
-			return err
-		}
-		return fail("%w", err)
-	}
-	c, release, err := t.acquire(ctx, manual, spec, auth, true)
-	if err != nil {
-		return nil, wrap(err)
-	}
-	defer release()
-	p, err := c.open(true)
-	if err != nil {
-		return nil, wrap(err)
-	}
-	defer c.forget(p)
-	req, _ := json.Marshal(Frame{Type: FrameDiscover, ID: p.id})
-	if err := c.write(ctx, req); err != nil {
-		return nil, wrap(err)
-	}
-	f, err := c.await(ctx, p)
-	if err != nil {
-		return nil, wrap(err)
-	}
-	switch f.typ {
-	case FrameManual:
-		m, warnings, err := transports.ParseManual(ctx, f.manual)
-		if transports.IsLimit(err) {
-			return nil, err
-		}
-		if err != nil {
-			return nil, fail("the server's manual: %w", err)
-		}
-		for _, w := range warnings {
-			t.log.Warn("manual served with problems", "manual", manual, "url", redact(spec.URL), "warning", w.String())
-		}
-		return m, nil
-	case FrameError:
-		return nil, fail("the server offers no manual: %s", f.err.Message).WithDetail("server_code", f.err.Code)
-	}
-	return nil, fail("the server answered a %q frame, not a manual", f.typ)
-}
-
-// redact renders a template URL for messages.
-func redact(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "(invalid URL)"
-	}
-	return transports.RedactURL(u)
 }
 
 // CallTool runs one tool call and waits for its whole result. With the
@@ -399,12 +267,119 @@ func (t *Transport) CallToolStream(ctx context.Context, call *utcp.Call) (transp
 	return t.start(ctx, call)
 }
 
+// Release closes the manual's connections, waiting for their goroutines
+// (transports.Count calls it when the manual's last registration ends,
+// and after a discovery that failed while the manual held none, so that
+// no connection nobody registered stays open).
+func (t *Transport) Release(ctx context.Context, tmpl *utcp.CallTemplate) error {
+	if tmpl == nil {
+		return nil
+	}
+	name := tmpl.Name
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return nil
+	}
+	victims := t.slots.Take(name)
+	t.mu.Unlock()
+	session.CloseSlots(ctx, victims, errDeregistered(name))
+	return nil
+}
+
+// Close closes every connection (calls in flight fail with code
+// unavailable), waits for their goroutines to end, and refuses later calls.
+// It is idempotent.
+func (t *Transport) Close() error {
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return nil
+	}
+	t.closed = true
+	conns := make([]*conn, 0, len(t.conns))
+	for c := range t.conns {
+		conns = append(conns, c)
+	}
+	t.slots = session.Slots[*conn]{}
+	t.mu.Unlock()
+	for _, c := range conns {
+		c.closeGracefully(errClosed)
+	}
+	t.wg.Wait()
+	return nil
+}
+
+func errDeregistered(manual string) error {
+	return utcp.Errorf(utcp.CodeManualNotFound, "websocket: manual %q was deregistered: %w", manual, transports.ErrNotRegistered).WithDetail("manual", manual)
+}
+
+func (t *Transport) discover(ctx context.Context, manual string, spec *Template, auth *utcp.Auth) (*utcp.Manual, error) {
+	ctx, cancel := context.WithTimeout(ctx, spec.timeout())
+	defer cancel()
+	fail := func(format string, args ...any) *utcp.Error {
+		return utcp.Errorf(utcp.CodeDiscoveryFailed, "websocket discovery of manual %q from %s: "+format,
+			append([]any{manual, redact(spec.URL)}, args...)...)
+	}
+	wrap := func(err error) error {
+		var uerr *utcp.Error
+		if ctx.Err() != nil || errors.As(err, &uerr) && uerr.Code != utcp.CodeTransportError {
+			return err
+		}
+		return fail("%w", err)
+	}
+	c, release, err := t.acquire(ctx, manual, spec, auth, true)
+	if err != nil {
+		return nil, wrap(err)
+	}
+	defer release()
+	p, err := c.open(true)
+	if err != nil {
+		return nil, wrap(err)
+	}
+	defer c.forget(p)
+	req, _ := json.Marshal(Frame{Type: FrameDiscover, ID: p.id})
+	if err := c.write(ctx, req); err != nil {
+		return nil, wrap(err)
+	}
+	f, err := c.await(ctx, p)
+	if err != nil {
+		return nil, wrap(err)
+	}
+	switch f.typ {
+	case FrameManual:
+		m, warnings, err := transports.ParseManual(ctx, f.manual)
+		if transports.IsLimit(err) {
+			return nil, err
+		}
+		if err != nil {
+			return nil, fail("the server's manual: %w", err)
+		}
+		for _, w := range warnings {
+			t.log.Warn("manual served with problems", "manual", manual, "url", redact(spec.URL), "warning", w.String())
+		}
+		return m, nil
+	case FrameError:
+		return nil, fail("the server offers no manual: %s", f.err.Message).WithDetail("server_code", f.err.Code)
+	}
+	return nil, fail("the server answered a %q frame, not a manual", f.typ)
+}
+
+// redact renders a template URL for messages.
+func redact(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(invalid URL)"
+	}
+	return utcp.RedactURL(u)
+}
+
 // start sends the request of call and returns the stream of its answers.
 func (t *Transport) start(ctx context.Context, call *utcp.Call) (*stream, error) {
 	if call == nil {
 		return nil, utcp.NewError(utcp.CodeInvalidRequest, "websocket: no call")
 	}
-	spec, auth, err := specOf(call.Template)
+	spec, auth, err := transports.SpecOf[Template](call.Template, Type, ParseTemplate)
 	if err != nil {
 		return nil, err
 	}
@@ -446,10 +421,10 @@ func (t *Transport) start(ctx context.Context, call *utcp.Call) (*stream, error)
 		if args == nil {
 			args = map[string]any{}
 		}
-		payload, err = transports.MarshalJSON(Frame{Type: FrameCall, ID: s.p.id, Tool: call.Name, Arguments: args})
+		payload, err = jsonx.Marshal(Frame{Type: FrameCall, ID: s.p.id, Tool: call.Name, Arguments: args})
 		if err != nil {
 			s.Close()
-			return nil, utcp.NewError(utcp.CodeInvalidArguments, "websocket: cannot encode the arguments: %v", err)
+			return nil, utcp.Errorf(utcp.CodeInvalidArguments, "websocket: cannot encode the arguments: %w", err)
 		}
 	}
 	if err := s.c.write(ctx, payload); err != nil {
@@ -500,22 +475,22 @@ func ctxError(ctx context.Context, rawURL string) error {
 // dial opens a connection: the URL check, the handshake with headers,
 // auth and subprotocols, and the reader (and, kept alive, heartbeat)
 // goroutines. s is the connection's slot, nil for a per-call connection.
-func (t *Transport) dial(ctx context.Context, spec *Template, auth *utcp.Auth, envelope bool, s *transports.Slot[*conn]) (*conn, error) {
+func (t *Transport) dial(ctx context.Context, spec *Template, auth *utcp.Auth, envelope bool, s *session.Slot[*conn]) (*conn, error) {
 	u, err := url.Parse(spec.URL)
 	if err != nil {
-		return nil, utcp.NewError(utcp.CodeInvalidTemplate, "websocket: url: %v", err)
+		return nil, utcp.Errorf(utcp.CodeInvalidTemplate, "websocket: url: %w", err)
 	}
-	if err := transports.CheckURL(u, spec.AllowInsecure); err != nil {
+	if err := httpclient.CheckURL(u, spec.AllowInsecure); err != nil {
 		return nil, err
 	}
 	if scheme := strings.ToLower(u.Scheme); scheme != "ws" && scheme != "wss" {
-		return nil, utcp.NewError(utcp.CodeInvalidTemplate, "websocket: url %q is not ws:// or wss://", transports.RedactURL(u))
+		return nil, utcp.NewError(utcp.CodeInvalidTemplate, "websocket: url %q is not ws:// or wss://", utcp.RedactURL(u))
 	}
 	// The handshake is an HTTP request: build one so that ApplyAuth can put
 	// the credentials in a header, the query or a cookie.
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
-		return nil, utcp.NewError(utcp.CodeInvalidTemplate, "websocket: url: %v", err)
+		return nil, utcp.Errorf(utcp.CodeInvalidTemplate, "websocket: url: %w", err)
 	}
 	for k, v := range spec.Headers {
 		req.Header.Set(k, v)
@@ -523,7 +498,7 @@ func (t *Transport) dial(ctx context.Context, spec *Template, auth *utcp.Auth, e
 	if req.Header.Get("User-Agent") == "" {
 		req.Header.Set("User-Agent", "utcpd")
 	}
-	if err := transports.ApplyAuth(ctx, req, auth, t.tokens); err != nil {
+	if err := httpclient.ApplyAuth(ctx, req, auth, t.tokens); err != nil {
 		return nil, err
 	}
 	offered := spec.protocols()
@@ -541,9 +516,9 @@ func (t *Transport) dial(ctx context.Context, spec *Template, auth *utcp.Auth, e
 		if resp != nil {
 			body, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
 			return nil, &utcp.TransportError{Status: resp.StatusCode,
-				Err: fmt.Errorf("websocket handshake with %s refused: HTTP %d %s: %s", transports.RedactURL(u), resp.StatusCode, http.StatusText(resp.StatusCode), transports.Excerpt(body))}
+				Err: fmt.Errorf("websocket handshake with %s refused: HTTP %d %s: %s", utcp.RedactURL(u), resp.StatusCode, http.StatusText(resp.StatusCode), jsonx.Excerpt(body))}
 		}
-		return nil, &utcp.TransportError{Err: fmt.Errorf("websocket %s: %w", transports.RedactURL(u), err)}
+		return nil, &utcp.TransportError{Err: fmt.Errorf("websocket %s: %w", utcp.RedactURL(u), err)}
 	}
 	if len(offered) > 0 {
 		got := ws.Subprotocol()
@@ -554,14 +529,14 @@ func (t *Transport) dial(ctx context.Context, spec *Template, auth *utcp.Auth, e
 			if got != "" {
 				what = fmt.Sprintf("selected %q, which was not offered", got)
 			}
-			return nil, &utcp.TransportError{Err: fmt.Errorf("websocket %s: the server refused subprotocol %s (it %s)", transports.RedactURL(u), strings.Join(quoted(offered), ", "), what)}
+			return nil, &utcp.TransportError{Err: fmt.Errorf("websocket %s: the server refused subprotocol %s (it %s)", utcp.RedactURL(u), strings.Join(quoted(offered), ", "), what)}
 		}
 	}
 	ws.SetReadLimit(t.cfg.MaxMessageBytes)
 	c := &conn{
 		t:        t,
 		slot:     s,
-		url:      transports.RedactURL(u),
+		url:      utcp.RedactURL(u),
 		ws:       ws,
 		envelope: envelope,
 		keep:     spec.keepAlive(),
@@ -605,7 +580,7 @@ func quoted(s []string) []string {
 // conn is one WebSocket connection and the calls it carries.
 type conn struct {
 	t        *Transport
-	slot     *transports.Slot[*conn]
+	slot     *session.Slot[*conn]
 	url      string
 	ws       *websocket.Conn
 	envelope bool // calls are correlated by id; else one call at a time
@@ -650,7 +625,7 @@ func (c *conn) isClosing() bool {
 	}
 }
 
-// Closing, Shut and Done make a conn a transports.SessionConn.
+// Closing, Shut and Done make a conn a session.Conn.
 func (c *conn) Closing() bool { return c.isClosing() }
 
 // Shut is closeGracefully.
@@ -966,14 +941,14 @@ func parseEnvelope(mt int, data []byte) (*inFrame, error) {
 		return f, nil
 	}
 	f.typ = *w.Type
-	f.id = frameID(w.ID)
+	f.id = envelope.FrameID(w.ID)
 	switch f.typ {
 	case FrameResult:
-		f.value = decodeValue(w.Result)
+		f.value = jsonx.DecodeOptional(w.Result)
 	case FrameEvent:
-		f.value, f.event = decodeValue(w.Data), w.Event
+		f.value, f.event = jsonx.DecodeOptional(w.Data), w.Event
 	case FrameError:
-		f.err = decodeWireError(w.Error)
+		f.err = envelope.DecodeWireError(w.Error)
 	case FrameManual:
 		f.manual = w.Manual
 		if len(f.manual) == 0 || bytes.Equal(bytes.TrimSpace(f.manual), []byte("null")) {
@@ -990,64 +965,12 @@ func parseEnvelope(mt int, data []byte) (*inFrame, error) {
 // frames rather than as answers.
 var envelopeTypes = []string{FrameResult, FrameEvent, FrameEnd, FrameError}
 
-// frameID renders an id given as a JSON string or number.
-func frameID(raw json.RawMessage) string {
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
-		return ""
-	}
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		return s
-	}
-	return string(raw)
-}
-
-func decodeValue(raw json.RawMessage) any {
-	if len(raw) == 0 {
-		return nil
-	}
-	v, _ := transports.DecodeJSONValue(raw)
-	return v
-}
-
-func decodeWireError(raw json.RawMessage) *WireError {
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		return &WireError{Message: s}
-	}
-	var e struct {
-		Code    string          `json:"code"`
-		Message string          `json:"message"`
-		Data    json.RawMessage `json:"data"`
-	}
-	if json.Unmarshal(raw, &e) != nil {
-		return &WireError{Message: strings.TrimSpace(string(raw))}
-	}
-	return &WireError{Code: e.Code, Message: e.Message, Data: decodeValue(e.Data)}
-}
-
-// callError turns an error frame into the call's error.
-func callError(e *WireError) error {
-	msg := e.Message
-	if msg == "" {
-		msg = "the tool reported an error"
-	}
-	switch e.Code {
-	case "tool_not_found":
-		return utcp.Errorf(utcp.CodeToolNotFound, "websocket: %s: %w", msg, transports.ErrToolNotFound)
-	case "invalid_request":
-		return &utcp.TransportError{Err: fmt.Errorf("websocket: the server refused the request: %s", msg)}
-	}
-	return &utcp.ToolError{Message: msg, Value: e.Data}
-}
-
 // plainValue converts a message-mode answer by response_format, and
 // returns the event type for a stream ("binary" for base64 data).
 func plainValue(format string, f *inFrame) (any, string, error) {
 	switch format {
 	case FormatJSON:
-		v, ok := transports.DecodeJSONValue(f.raw)
+		v, ok := jsonx.DecodeValue(f.raw)
 		if !ok {
 			return nil, "", &utcp.TransportError{Err: fmt.Errorf("websocket: response_format is json but the answer is not JSON: %s", excerpt(f.raw, 0))}
 		}
@@ -1063,7 +986,7 @@ func plainValue(format string, f *inFrame) (any, string, error) {
 	if f.binary && !utf8.Valid(f.raw) {
 		return base64.StdEncoding.EncodeToString(f.raw), "binary", nil
 	}
-	if v, ok := transports.DecodeJSONValue(f.raw); ok {
+	if v, ok := jsonx.DecodeValue(f.raw); ok {
 		return v, "", nil
 	}
 	return string(f.raw), "", nil
@@ -1073,7 +996,7 @@ func excerpt(data []byte, mt int) string {
 	if mt == websocket.BinaryMessage || !utf8.Valid(data) {
 		return fmt.Sprintf("(%d bytes of binary data)", len(data))
 	}
-	s := transports.Excerpt(data)
+	s := jsonx.Excerpt(data)
 	if len(s) > 200 {
 		s = s[:200] + "…"
 	}
@@ -1121,7 +1044,7 @@ func (s *stream) next() (*inFrame, error) {
 	case FrameEnd:
 		return nil, s.finishLocked(io.EOF)
 	case FrameError:
-		return nil, s.finishLocked(callError(f.err))
+		return nil, s.finishLocked(f.err.CallError("websocket"))
 	}
 	return f, nil
 }

@@ -1,4 +1,4 @@
-package transports
+package httpcall
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"net/url"
 
+	"github.com/utcpd/utcpd/internal/jsonx"
+	"github.com/utcpd/utcpd/transports"
 	"github.com/utcpd/utcpd/utcp"
 )
 
@@ -23,7 +25,7 @@ type ManualFetch struct {
 	URL    *url.URL
 	Header http.Header
 	Auth   *utcp.Auth
-	// MaxBytes caps the response body (see ReadResponseBody); the
+	// MaxBytes caps the response body (see httpclient.ReadResponseBody); the
 	// context's DiscoveryLimits.MaxBytes applies when smaller.
 	MaxBytes int64
 }
@@ -31,14 +33,14 @@ type ManualFetch struct {
 // FetchManual sends f's request with SendMapped and returns the UTCP
 // manual of the answer, read with manuals.ParseManual, logging its
 // warnings to log. ctx carries the discovery's deadline (and
-// WithAllowInsecure). A failure to connect or to read the answer, a
+// httpclient.WithAllowInsecure). A failure to connect or to read the answer, a
 // non-2xx answer (its status in the details) or a body that is not a
 // manual is discovery_failed; context, template, auth and size errors are
 // returned as they are.
-func FetchManual(ctx context.Context, client *http.Client, tokens TokenSource, log *slog.Logger, f ManualFetch) (*utcp.Manual, error) {
+func FetchManual(ctx context.Context, client *http.Client, tokens transports.TokenSource, log *slog.Logger, f ManualFetch) (*utcp.Manual, error) {
 	fail := func(format string, args ...any) *utcp.Error {
 		return utcp.Errorf(utcp.CodeDiscoveryFailed, "%s discovery of manual %q from %s: "+format,
-			append([]any{f.Type, f.Manual, RedactURL(f.URL)}, args...)...)
+			append([]any{f.Type, f.Manual, utcp.RedactURL(f.URL)}, args...)...)
 	}
 	resp, err := SendMapped(ctx, client, tokens, f.Method, &MappedRequest{URL: f.URL, Header: f.Header}, f.Auth)
 	if err != nil {
@@ -51,28 +53,28 @@ func FetchManual(ctx context.Context, client *http.Client, tokens TokenSource, l
 		}
 		return nil, fail("%w", err)
 	}
-	body, err := ReadManualResponse(ctx, resp, f.MaxBytes)
+	body, err := transports.ReadManualResponse(ctx, resp, f.MaxBytes)
 	if err != nil {
 		if ctx.Err() != nil {
-			return nil, fmt.Errorf("%s discovery from %s: %w", f.Type, RedactURL(f.URL), ctx.Err())
+			return nil, fmt.Errorf("%s discovery from %s: %w", f.Type, utcp.RedactURL(f.URL), ctx.Err())
 		}
-		if errors.Is(err, ErrTooLarge) {
+		if errors.Is(err, transports.ErrTooLarge) {
 			return nil, err
 		}
 		return nil, fail("reading the response: %w", err)
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return nil, fail("HTTP %d %s: %s", resp.StatusCode, http.StatusText(resp.StatusCode), Excerpt(body)).WithDetail("status", resp.StatusCode)
+		return nil, fail("HTTP %d %s: %s", resp.StatusCode, http.StatusText(resp.StatusCode), jsonx.Excerpt(body)).WithDetail("status", resp.StatusCode)
 	}
-	m, warnings, err := ParseManual(ctx, body)
+	m, warnings, err := transports.ParseManual(ctx, body)
 	if err != nil {
-		if IsLimit(err) {
+		if transports.IsLimit(err) {
 			return nil, err
 		}
 		return nil, fail("the response is not a UTCP manual: %w", err)
 	}
 	for _, w := range warnings {
-		log.Warn("manual served with problems", "manual", f.Manual, "url", RedactURL(f.URL), "warning", w.String())
+		log.Warn("manual served with problems", "manual", f.Manual, "url", utcp.RedactURL(f.URL), "warning", w.String())
 	}
 	return m, nil
 }

@@ -1,4 +1,10 @@
-package transports
+// Package httpcall is what the HTTP-based transports share to make a
+// call: the UTCP mapping of a call's arguments onto a request (Mapping),
+// sending it with auth and one oauth2 retry (SendMapped), the error of a
+// non-2xx answer (StatusError), the lifetime of one streaming call (Call)
+// and of a streaming transport's client (Base), and the discovery of a
+// manual served over HTTP as is (FetchManual).
+package httpcall
 
 import (
 	"bytes"
@@ -7,15 +13,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"net/http"
 	"net/url"
 	"regexp"
 	"sort"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
+	"github.com/utcpd/utcpd/internal/jsonx"
+	"github.com/utcpd/utcpd/transports"
+	"github.com/utcpd/utcpd/transports/internal/httpclient"
 	"github.com/utcpd/utcpd/utcp"
 )
 
@@ -29,9 +36,9 @@ import (
 // first submatch is the name.
 var URLPlaceholder = regexp.MustCompile(`\{([^{}/?#&=]+)\}`)
 
-// HTTPMapping is what an HTTP-based call template says about turning a
+// Mapping is what an HTTP-based call template says about turning a
 // call's arguments into a request.
-type HTTPMapping struct {
+type Mapping struct {
 	// URL may hold {name} placeholders.
 	URL string
 	// Headers are static request headers.
@@ -43,11 +50,11 @@ type HTTPMapping struct {
 	// ContentType is the body's Content-Type when Headers set none; it
 	// also selects the body encoding (see EncodeBody).
 	ContentType string
-	// AllowInsecure is the template's allow_insecure (see CheckURL).
+	// AllowInsecure is the template's allow_insecure (see httpclient.CheckURL).
 	AllowInsecure bool
 }
 
-// MappedRequest is the outcome of HTTPMapping.Map.
+// MappedRequest is the outcome of Mapping.Map.
 type MappedRequest struct {
 	// URL is the request URL, placeholders filled and the query appended.
 	URL *url.URL
@@ -61,21 +68,21 @@ type MappedRequest struct {
 // Map applies the UTCP argument mapping to args (which it does not modify):
 //
 //  1. each argument named in HeaderFields is removed and sent as a header
-//     (rendered with ArgString; nil is left out, a value with CR, LF or NUL
+//     (rendered with jsonx.ArgString; nil is left out, a value with CR, LF or NUL
 //     is invalid_arguments);
 //  2. the BodyField argument is removed and becomes the body, encoded with
 //     EncodeBody for ContentType, which is then set as Content-Type unless
 //     Headers set one;
 //  3. each {name} of URL is replaced by the argument name rendered with
-//     ArgString, path-escaped before the query and query-escaped inside
+//     jsonx.ArgString, path-escaped before the query and query-escaped inside
 //     it, and the argument is removed; a missing one is invalid_arguments
 //     naming it;
 //  4. every remaining non-nil argument becomes a query parameter (keys
-//     sorted, values rendered with ArgString), appended to any query the
+//     sorted, values rendered with jsonx.ArgString), appended to any query the
 //     URL already has.
 //
-// The final URL must pass CheckURL (invalid_template otherwise).
-func (m *HTTPMapping) Map(args map[string]any) (*MappedRequest, error) {
+// The final URL must pass httpclient.CheckURL (invalid_template otherwise).
+func (m *Mapping) Map(args map[string]any) (*MappedRequest, error) {
 	rest := make(map[string]any, len(args))
 	for k, v := range args {
 		rest[k] = v
@@ -90,11 +97,11 @@ func (m *HTTPMapping) Map(args map[string]any) (*MappedRequest, error) {
 			continue
 		}
 		delete(rest, name)
-		s, ok := ArgString(v)
+		s, ok := jsonx.ArgString(v)
 		if !ok {
 			continue
 		}
-		if !ValidHeaderValue(s) {
+		if !httpclient.ValidHeaderValue(s) {
 			return nil, utcp.NewError(utcp.CodeInvalidArguments, "argument %q: a header value must not contain line breaks or NUL", name).WithDetail("argument", name)
 		}
 		header.Set(name, s)
@@ -105,7 +112,7 @@ func (m *HTTPMapping) Map(args map[string]any) (*MappedRequest, error) {
 			delete(rest, m.BodyField)
 			b, err := EncodeBody(m.ContentType, v)
 			if err != nil {
-				return nil, utcp.NewError(utcp.CodeInvalidArguments, "argument %q: cannot encode the body: %v", m.BodyField, err).WithDetail("argument", m.BodyField)
+				return nil, utcp.Errorf(utcp.CodeInvalidArguments, "argument %q: cannot encode the body: %w", m.BodyField, err).WithDetail("argument", m.BodyField)
 			}
 			body = b
 			if header.Get("Content-Type") == "" && m.ContentType != "" {
@@ -119,9 +126,9 @@ func (m *HTTPMapping) Map(args map[string]any) (*MappedRequest, error) {
 	}
 	u, err := url.Parse(raw)
 	if err != nil {
-		return nil, utcp.NewError(utcp.CodeInvalidTemplate, "url: %v", err)
+		return nil, utcp.Errorf(utcp.CodeInvalidTemplate, "url: %w", err)
 	}
-	if err := CheckURL(u, m.AllowInsecure); err != nil {
+	if err := httpclient.CheckURL(u, m.AllowInsecure); err != nil {
 		return nil, err
 	}
 	if q := EncodeQuery(rest); q != "" {
@@ -144,7 +151,7 @@ func fillURL(raw string, args map[string]any) (string, error) {
 	last := 0
 	for _, loc := range URLPlaceholder.FindAllStringSubmatchIndex(raw, -1) {
 		name := raw[loc[2]:loc[3]]
-		s, ok := ArgString(args[name])
+		s, ok := jsonx.ArgString(args[name])
 		if !ok {
 			missing = append(missing, name)
 			continue
@@ -203,7 +210,7 @@ func CheckPathValue(name, s string) error {
 }
 
 // EncodeQuery renders args as a query string with sorted keys; nil values
-// are left out and the others are rendered with ArgString.
+// are left out and the others are rendered with jsonx.ArgString.
 func EncodeQuery(args map[string]any) string {
 	keys := make([]string, 0, len(args))
 	for k := range args {
@@ -212,7 +219,7 @@ func EncodeQuery(args map[string]any) string {
 	sort.Strings(keys)
 	var b strings.Builder
 	for _, k := range keys {
-		s, ok := ArgString(args[k])
+		s, ok := jsonx.ArgString(args[k])
 		if !ok {
 			continue
 		}
@@ -224,70 +231,6 @@ func EncodeQuery(args map[string]any) string {
 		b.WriteString(url.QueryEscape(s))
 	}
 	return b.String()
-}
-
-// ArgString renders an argument for a URL, query or header: a string as it
-// is, a number in plain decimal (no exponent), a boolean as true or false,
-// and objects and arrays as compact JSON. It reports false for nil, which
-// callers leave out.
-func ArgString(v any) (string, bool) {
-	switch x := v.(type) {
-	case nil:
-		return "", false
-	case string:
-		return x, true
-	case bool:
-		return strconv.FormatBool(x), true
-	case json.Number:
-		if strings.ContainsAny(string(x), "eE") {
-			if f, err := x.Float64(); err == nil {
-				return decimal(f), true
-			}
-		}
-		return string(x), true
-	case float64:
-		return decimal(x), true
-	case float32:
-		return decimal(float64(x)), true
-	case int:
-		return strconv.Itoa(x), true
-	case int8, int16, int32, int64, uint, uint8, uint16, uint32, uint64:
-		return fmt.Sprint(x), true
-	case json.RawMessage:
-		var s string
-		if json.Unmarshal(x, &s) == nil {
-			return s, true
-		}
-		var buf bytes.Buffer
-		if json.Compact(&buf, x) == nil {
-			return buf.String(), true
-		}
-		return string(x), true
-	}
-	b, err := MarshalJSON(v)
-	if err != nil {
-		return fmt.Sprint(v), true
-	}
-	return string(b), true
-}
-
-func decimal(f float64) string {
-	if math.IsInf(f, 0) || math.IsNaN(f) {
-		return strconv.FormatFloat(f, 'g', -1, 64)
-	}
-	return strconv.FormatFloat(f, 'f', -1, 64)
-}
-
-// MarshalJSON encodes v as compact JSON without HTML escaping and without
-// a trailing newline.
-func MarshalJSON(v any) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
 
 // MediaType returns the lower-case media type of a Content-Type value,
@@ -309,13 +252,13 @@ func IsJSONMediaType(contentType string) bool {
 // EncodeBody renders the body argument v for contentType: JSON for a JSON
 // type (a json.RawMessage as it is); for other types a string or []byte as
 // it is, an object as a form for application/x-www-form-urlencoded, and
-// anything else rendered with ArgString (nil as an empty body).
+// anything else rendered with jsonx.ArgString (nil as an empty body).
 func EncodeBody(contentType string, v any) ([]byte, error) {
 	if IsJSONMediaType(contentType) {
 		if raw, ok := v.(json.RawMessage); ok {
 			return raw, nil
 		}
-		return MarshalJSON(v)
+		return jsonx.Marshal(v)
 	}
 	switch x := v.(type) {
 	case string:
@@ -327,7 +270,7 @@ func EncodeBody(contentType string, v any) ([]byte, error) {
 			return []byte(EncodeQuery(x)), nil
 		}
 	}
-	if s, ok := ArgString(v); ok {
+	if s, ok := jsonx.ArgString(v); ok {
 		return []byte(s), nil
 	}
 	return []byte{}, nil
@@ -342,66 +285,11 @@ func DecodeBody(contentType string, body []byte) any {
 		return nil
 	}
 	if IsJSONMediaType(contentType) {
-		if v, ok := DecodeJSONValue(body); ok {
+		if v, ok := jsonx.DecodeValue(body); ok {
 			return v
 		}
 	}
 	return string(body)
-}
-
-// DecodeJSONValue decodes b when it holds exactly one JSON value (numbers
-// as json.Number) and reports whether it did. Numbers, strings, booleans
-// and null take a fast path without a json.Decoder, as most streamed
-// events are small.
-func DecodeJSONValue(b []byte) (any, bool) {
-	b = bytes.TrimSpace(b)
-	if len(b) == 0 || !json.Valid(b) {
-		return nil, false
-	}
-	switch c := b[0]; {
-	case c == '-' || c >= '0' && c <= '9':
-		return json.Number(b), true
-	case c == 't':
-		return true, true
-	case c == 'f':
-		return false, true
-	case c == 'n':
-		return nil, true
-	case c == '"':
-		var s string
-		if json.Unmarshal(b, &s) != nil {
-			return nil, false
-		}
-		return s, true
-	}
-	if v, ok := DecodePlainJSON(b); ok {
-		return v, true
-	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return nil, false
-	}
-	return v, true
-}
-
-// Excerpt returns the start of body, trimmed, for an error message: at
-// most 512 bytes, cut at a character boundary, "(empty body)" when blank.
-func Excerpt(body []byte) string {
-	const max = 512
-	s := strings.TrimSpace(string(body))
-	if s == "" {
-		return "(empty body)"
-	}
-	if len(s) <= max {
-		return s
-	}
-	cut := max
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "…"
 }
 
 // ValidateTemplateURL checks the url field of an HTTP-based template as
@@ -433,10 +321,10 @@ func ValidateTemplateURL(raw string, schemes ...string) error {
 // ValidateHeaders checks the header names and values of a template field.
 func ValidateHeaders(field string, headers map[string]string) error {
 	for k, v := range headers {
-		if !ValidHeaderName(k) {
+		if !httpclient.ValidHeaderName(k) {
 			return fmt.Errorf("field %s: %q is not a valid header name", field, k)
 		}
-		if !ValidHeaderValue(v) {
+		if !httpclient.ValidHeaderValue(v) {
 			return fmt.Errorf("field %s: the value of %q contains a line break or NUL", field, k)
 		}
 	}
@@ -445,16 +333,16 @@ func ValidateHeaders(field string, headers map[string]string) error {
 
 // SendMapped sends one request for mr with method (a nil Body sends none)
 // through client: it sets User-Agent "utcpd" unless the headers set one,
-// applies auth with ApplyAuth, and, when an oauth2-protected backend
+// applies auth with httpclient.ApplyAuth, and, when an oauth2-protected backend
 // answers 401, drops the token from tokens and retries once with a fresh
 // one. The response is returned whatever its status; the caller reads and
 // closes its body.
 //
 // The end of ctx returns an error wrapping context.Cause(ctx); a redirect
-// refused by NewHTTPClient's policy, a refused connection or any other
+// refused by httpclient.New's policy, a refused connection or any other
 // failure to send is a *utcp.TransportError naming the method and the URL
-// (without its query). Errors of ApplyAuth are returned as they are.
-func SendMapped(ctx context.Context, client *http.Client, tokens TokenSource, method string, mr *MappedRequest, auth *utcp.Auth) (*http.Response, error) {
+// (without its query). Errors of httpclient.ApplyAuth are returned as they are.
+func SendMapped(ctx context.Context, client *http.Client, tokens transports.TokenSource, method string, mr *MappedRequest, auth *utcp.Auth) (*http.Response, error) {
 	for attempt := 0; ; attempt++ {
 		var body io.Reader
 		if mr.Body != nil {
@@ -462,19 +350,19 @@ func SendMapped(ctx context.Context, client *http.Client, tokens TokenSource, me
 		}
 		req, err := http.NewRequestWithContext(ctx, method, mr.URL.String(), body)
 		if err != nil {
-			return nil, utcp.NewError(utcp.CodeInvalidTemplate, "cannot build the request: %v", err)
+			return nil, utcp.Errorf(utcp.CodeInvalidTemplate, "cannot build the request: %w", err)
 		}
 		req.Header = mr.Header.Clone()
 		if req.Header.Get("User-Agent") == "" {
 			req.Header.Set("User-Agent", "utcpd")
 		}
-		if err := ApplyAuth(ctx, req, auth, tokens); err != nil {
+		if err := httpclient.ApplyAuth(ctx, req, auth, tokens); err != nil {
 			return nil, err
 		}
 		resp, err := client.Do(req)
 		if err != nil {
 			if ctx.Err() != nil {
-				return nil, fmt.Errorf("%s %s: %w", method, RedactURL(mr.URL), context.Cause(ctx))
+				return nil, fmt.Errorf("%s %s: %w", method, utcp.RedactURL(mr.URL), context.Cause(ctx))
 			}
 			var ue *url.Error
 			if errors.As(err, &ue) {
@@ -484,7 +372,7 @@ func SendMapped(ctx context.Context, client *http.Client, tokens TokenSource, me
 			if errors.As(err, &uerr) { // a refused redirect
 				return nil, &utcp.TransportError{Err: uerr}
 			}
-			return nil, &utcp.TransportError{Err: fmt.Errorf("%s %s: %w", method, RedactURL(mr.URL), err)}
+			return nil, &utcp.TransportError{Err: fmt.Errorf("%s %s: %w", method, utcp.RedactURL(mr.URL), err)}
 		}
 		if resp.StatusCode == http.StatusUnauthorized && attempt == 0 && auth != nil && auth.Type == utcp.AuthOAuth2 && tokens != nil {
 			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
@@ -496,204 +384,18 @@ func SendMapped(ctx context.Context, client *http.Client, tokens TokenSource, me
 	}
 }
 
-// HTTPStatusError is the error for a response that is not 2xx, given the
+// StatusError is the error for a response that is not 2xx, given the
 // start of its body: a *utcp.ToolError for 4xx (the tool refused: Status,
 // the decoded body as Value, an excerpt in the message) and a
 // *utcp.TransportError for any other status.
-func HTTPStatusError(method string, u *url.URL, status int, contentType string, body []byte) error {
+func StatusError(method string, u *url.URL, status int, contentType string, body []byte) error {
 	if status >= 400 && status <= 499 {
 		return &utcp.ToolError{
 			Status:  status,
 			Value:   DecodeBody(contentType, body),
-			Message: fmt.Sprintf("HTTP %d %s: %s", status, http.StatusText(status), Excerpt(body)),
+			Message: fmt.Sprintf("HTTP %d %s: %s", status, http.StatusText(status), jsonx.Excerpt(body)),
 		}
 	}
 	return &utcp.TransportError{Status: status,
-		Err: fmt.Errorf("%s %s answered HTTP %d %s: %s", method, RedactURL(u), status, http.StatusText(status), Excerpt(body))}
-}
-
-// maxPlainNesting bounds the nesting DecodePlainJSON handles itself.
-const maxPlainNesting = 64
-
-// DecodePlainJSON decodes b when it holds exactly one JSON value (white
-// space around it allowed) of plain form: strings without escapes and of
-// valid UTF-8, objects without duplicate keys, at most 64 levels deep.
-// The value is exactly what encoding/json decodes with UseNumber
-// (map[string]any, []any, json.Number, string, bool, nil; every string
-// copied out of b); ok is false for anything else, valid JSON or not,
-// which the caller then hands to encoding/json. It spares the call path a
-// json.Decoder and its buffer.
-func DecodePlainJSON(b []byte) (v any, ok bool) {
-	d := plainDecoder{data: b}
-	if v, ok = d.value(0); !ok {
-		return nil, false
-	}
-	d.ws()
-	return v, d.pos == len(d.data)
-}
-
-type plainDecoder struct {
-	data []byte
-	pos  int
-}
-
-func (d *plainDecoder) ws() {
-	for d.pos < len(d.data) {
-		switch d.data[d.pos] {
-		case ' ', '\t', '\n', '\r':
-			d.pos++
-		default:
-			return
-		}
-	}
-}
-
-// consume skips white space and then c, reporting whether c was there.
-func (d *plainDecoder) consume(c byte) bool {
-	d.ws()
-	if d.pos < len(d.data) && d.data[d.pos] == c {
-		d.pos++
-		return true
-	}
-	return false
-}
-
-func (d *plainDecoder) literal(s string) bool {
-	if len(d.data)-d.pos >= len(s) && string(d.data[d.pos:d.pos+len(s)]) == s {
-		d.pos += len(s)
-		return true
-	}
-	return false
-}
-
-// str reads a string without escapes, of valid UTF-8, after white space.
-func (d *plainDecoder) str() (string, bool) {
-	if !d.consume('"') {
-		return "", false
-	}
-	start := d.pos
-	for d.pos < len(d.data) {
-		c := d.data[d.pos]
-		switch {
-		case c == '"':
-			s := d.data[start:d.pos]
-			d.pos++
-			if !utf8.Valid(s) {
-				return "", false
-			}
-			return string(s), true
-		case c == '\\' || c < 0x20:
-			return "", false
-		}
-		d.pos++
-	}
-	return "", false
-}
-
-// value reads one JSON value at d.pos (white space skipped).
-func (d *plainDecoder) value(depth int) (any, bool) {
-	if depth > maxPlainNesting {
-		return nil, false
-	}
-	d.ws()
-	if d.pos >= len(d.data) {
-		return nil, false
-	}
-	switch c := d.data[d.pos]; {
-	case c == '{':
-		d.pos++
-		m := map[string]any{}
-		if d.consume('}') {
-			return m, true
-		}
-		for {
-			k, ok := d.str()
-			if !ok || !d.consume(':') {
-				return nil, false
-			}
-			if _, dup := m[k]; dup {
-				return nil, false
-			}
-			v, ok := d.value(depth + 1)
-			if !ok {
-				return nil, false
-			}
-			m[k] = v
-			if d.consume(',') {
-				continue
-			}
-			if d.consume('}') {
-				return m, true
-			}
-			return nil, false
-		}
-	case c == '[':
-		d.pos++
-		a := make([]any, 0)
-		if d.consume(']') {
-			return a, true
-		}
-		for {
-			v, ok := d.value(depth + 1)
-			if !ok {
-				return nil, false
-			}
-			a = append(a, v)
-			if d.consume(',') {
-				continue
-			}
-			if d.consume(']') {
-				return a, true
-			}
-			return nil, false
-		}
-	case c == '"':
-		return d.str()
-	case c == '-' || c >= '0' && c <= '9':
-		return d.number()
-	case d.literal("true"):
-		return true, true
-	case d.literal("false"):
-		return false, true
-	case d.literal("null"):
-		return nil, true
-	}
-	return nil, false
-}
-
-// number reads a number literal of the JSON grammar.
-func (d *plainDecoder) number() (any, bool) {
-	start := d.pos
-	digits := func() int {
-		n := 0
-		for d.pos < len(d.data) && d.data[d.pos] >= '0' && d.data[d.pos] <= '9' {
-			d.pos++
-			n++
-		}
-		return n
-	}
-	if d.data[d.pos] == '-' {
-		d.pos++
-	}
-	if d.pos < len(d.data) && d.data[d.pos] == '0' {
-		d.pos++
-	} else if digits() == 0 {
-		return nil, false
-	}
-	if d.pos < len(d.data) && d.data[d.pos] == '.' {
-		d.pos++
-		if digits() == 0 {
-			return nil, false
-		}
-	}
-	if d.pos < len(d.data) && (d.data[d.pos] == 'e' || d.data[d.pos] == 'E') {
-		d.pos++
-		if d.pos < len(d.data) && (d.data[d.pos] == '+' || d.data[d.pos] == '-') {
-			d.pos++
-		}
-		if digits() == 0 {
-			return nil, false
-		}
-	}
-	return json.Number(d.data[start:d.pos]), true
+		Err: fmt.Errorf("%s %s answered HTTP %d %s: %s", method, utcp.RedactURL(u), status, http.StatusText(status), jsonx.Excerpt(body))}
 }

@@ -1,4 +1,4 @@
-package transports
+package procenv
 
 import (
 	"slices"
@@ -11,7 +11,7 @@ func TestProcessEnv(t *testing.T) {
 	t.Setenv("UTCPD_PE_A", "1")
 	t.Setenv("UTCPD_PE_PREFIX_B", "2")
 	t.Setenv("UTCPD_PE_OTHER", "3")
-	e := InheritEnv([]string{"UTCPD_PE_A", "UTCPD_PE_PREFIX_*"})
+	e := Inherit([]string{"UTCPD_PE_A", "UTCPD_PE_PREFIX_*"})
 	e.SetAll(map[string]string{"Z": "z", "UTCPD_PE_A": "one", "M": "m"})
 	e.Set("Z", "zz")
 	got := e.List()
@@ -19,7 +19,7 @@ func TestProcessEnv(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("List() = %q, want %q", got, want)
 	}
-	var zero ProcessEnv
+	var zero Env
 	zero.Set("K", "v")
 	if got := zero.List(); !slices.Equal(got, []string{"K=v"}) {
 		t.Errorf("zero value: %q", got)

@@ -1,12 +1,15 @@
-package transports
+// Package httpclient is the HTTP plumbing the HTTP-based transports
+// (http, sse, streamable_http, websocket, graphql, mcp, webrtc signaling)
+// and the oauth2 token cache share: the URL security check, a pooled
+// client that re-checks every redirect and dials through netguard, auth
+// application, header checks and a bounded body reader.
+package httpclient
 
 import (
 	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"io"
-	"math"
 	"net"
 	"net/http"
 	"net/url"
@@ -14,13 +17,9 @@ import (
 	"time"
 
 	"github.com/utcpd/utcpd/internal/netguard"
+	"github.com/utcpd/utcpd/transports"
 	"github.com/utcpd/utcpd/utcp"
 )
-
-// This file holds the HTTP plumbing shared by the HTTP-based transports
-// (http, sse, streamable_http, websocket, graphql): the URL security check,
-// a pooled client that re-checks every redirect, auth application and a
-// bounded body reader.
 
 // CheckURL reports whether utcpd may send a request (with credentials) to u.
 //
@@ -33,13 +32,13 @@ import (
 //
 // A refusal is a *utcp.Error with code invalid_template: the URL came from a
 // call template (or manual) that utcpd will not use as written. Redirects
-// refused by NewHTTPClient's clients carry code transport_error instead,
+// refused by New's clients carry code transport_error instead,
 // since there the backend, not the template, chose the URL.
 func CheckURL(u *url.URL, allowInsecure bool) error {
 	if err := checkURL(u, allowInsecure); err != nil {
-		e := utcp.NewError(utcp.CodeInvalidTemplate, "%v", err)
+		e := utcp.Errorf(utcp.CodeInvalidTemplate, "%w", err)
 		if u != nil {
-			e = e.WithDetail("url", RedactURL(u))
+			e = e.WithDetail("url", utcp.RedactURL(u))
 		}
 		return e
 	}
@@ -54,17 +53,17 @@ func checkURL(u *url.URL, allowInsecure bool) error {
 	switch scheme {
 	case "https", "wss", "http", "ws":
 	case "":
-		return fmt.Errorf("URL %q is not absolute (it needs a scheme such as https://)", RedactURL(u))
+		return fmt.Errorf("URL %q is not absolute (it needs a scheme such as https://)", utcp.RedactURL(u))
 	default:
-		return fmt.Errorf("URL %q: scheme %q is not allowed (use https)", RedactURL(u), u.Scheme)
+		return fmt.Errorf("URL %q: scheme %q is not allowed (use https)", utcp.RedactURL(u), u.Scheme)
 	}
 	if u.Hostname() == "" {
-		return fmt.Errorf("URL %q has no host", RedactURL(u))
+		return fmt.Errorf("URL %q has no host", utcp.RedactURL(u))
 	}
 	if scheme == "https" || scheme == "wss" || allowInsecure || IsLoopbackHost(u.Hostname()) {
 		return nil
 	}
-	return fmt.Errorf("URL %q: plain %s is allowed only to loopback hosts (localhost, 127.0.0.0/8, ::1); use %ss, or set \"allow_insecure\": true in the call template", RedactURL(u), scheme, scheme)
+	return fmt.Errorf("URL %q: plain %s is allowed only to loopback hosts (localhost, 127.0.0.0/8, ::1); use %ss, or set \"allow_insecure\": true in the call template", utcp.RedactURL(u), scheme, scheme)
 }
 
 // IsLoopbackHost reports whether host (a URL's Hostname, without brackets
@@ -83,14 +82,8 @@ func IsLoopbackHost(host string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// RedactURL renders u for messages and logs: without user info, with its
-// query replaced by "…" (it may hold an api_key of location query), and
-// without its fragment; token shapes left in it are redacted. It is
-// utcp.RedactURL.
-func RedactURL(u *url.URL) string { return utcp.RedactURL(u) }
-
-// ClientOptions tune NewHTTPClient. The zero value gives the defaults.
-type ClientOptions struct {
+// Options tune New. The zero value gives the defaults.
+type Options struct {
 	// MaxIdleConnsPerHost bounds the pooled keep-alive connections per
 	// host. Zero means 64.
 	MaxIdleConnsPerHost int
@@ -103,16 +96,16 @@ type ClientOptions struct {
 }
 
 // DefaultMaxIdleConnsPerHost is the keep-alive pool size per host used when
-// ClientOptions.MaxIdleConnsPerHost is zero.
+// Options.MaxIdleConnsPerHost is zero.
 const DefaultMaxIdleConnsPerHost = 64
 
-// DefaultMaxRedirects is the redirect limit used when ClientOptions.MaxRedirects
+// DefaultMaxRedirects is the redirect limit used when Options.MaxRedirects
 // is zero.
 const DefaultMaxRedirects = 10
 
 type insecureKey struct{}
 
-// WithAllowInsecure returns a context telling the clients of NewHTTPClient
+// WithAllowInsecure returns a context telling the clients of New
 // whether redirects of a request made with it may go to plain http/ws
 // hosts that are not loopback. Transports set it from the template's
 // allow_insecure field; without it, redirects are checked with
@@ -129,7 +122,7 @@ func allowInsecureFrom(ctx context.Context) bool {
 	return v
 }
 
-// NewHTTPClient returns an *http.Client for calling tool backends:
+// New returns an *http.Client for calling tool backends:
 //
 //   - a pooled keep-alive transport (MaxIdleConnsPerHost 64 by default,
 //     HTTP/2 when the server offers it, the proxy from the environment);
@@ -158,7 +151,7 @@ func allowInsecureFrom(ctx context.Context) bool {
 //
 // The client is safe for concurrent use; CloseIdleConnections releases its
 // pool.
-func NewHTTPClient(opts ClientOptions) *http.Client {
+func New(opts Options) *http.Client {
 	perHost := opts.MaxIdleConnsPerHost
 	if perHost <= 0 {
 		perHost = DefaultMaxIdleConnsPerHost
@@ -185,14 +178,14 @@ func NewHTTPClient(opts ClientOptions) *http.Client {
 		Transport: guardedTransport{tr},
 		CheckRedirect: func(req *http.Request, via []*http.Request) error {
 			if maxRedirects < 0 {
-				return utcp.NewError(utcp.CodeTransportError, "redirect to %s refused: redirects are disabled", RedactURL(req.URL))
+				return utcp.NewError(utcp.CodeTransportError, "redirect to %s refused: redirects are disabled", utcp.RedactURL(req.URL))
 			}
 			if len(via) >= maxRedirects {
 				return utcp.NewError(utcp.CodeTransportError, "stopped after %d redirects", len(via))
 			}
 			if err := checkURL(req.URL, allowInsecureFrom(req.Context())); err != nil {
-				return utcp.NewError(utcp.CodeTransportError, "redirect refused: %v", err).
-					WithDetail("url", RedactURL(req.URL))
+				return utcp.Errorf(utcp.CodeTransportError, "redirect refused: %w", err).
+					WithDetail("url", utcp.RedactURL(req.URL))
 			}
 			first := origin(via[0].URL)
 			crossed := origin(req.URL) != first
@@ -269,7 +262,7 @@ func origin(u *url.URL) string {
 //     cookie ("cookie");
 //   - basic: Authorization: Basic with username and password;
 //   - oauth2: Authorization: Bearer with a token from tokens (client
-//     credentials, cached by the TokenSource);
+//     credentials, cached by the transports.TokenSource);
 //   - oauth2_user: the header var_name (default "Authorization") set to
 //     prefix (default "Bearer ") + access_token.
 //
@@ -277,7 +270,7 @@ func origin(u *url.URL) string {
 // *utcp.Error with code unauthorized; an unknown auth_type, or oauth2 with a
 // nil tokens, is invalid_template. Errors from tokens are returned as they
 // are.
-func ApplyAuth(ctx context.Context, req *http.Request, auth *utcp.Auth, tokens TokenSource) error {
+func ApplyAuth(ctx context.Context, req *http.Request, auth *utcp.Auth, tokens transports.TokenSource) error {
 	if auth == nil {
 		return nil
 	}
@@ -371,48 +364,15 @@ func ValidHeaderValue(v string) bool {
 	return !strings.ContainsAny(v, "\r\n\x00")
 }
 
-// DefaultMaxResponseBytes is the response body cap used when a transport is
-// not configured otherwise: 64 MiB.
-const DefaultMaxResponseBytes int64 = 64 << 20
-
-// ReadAllLimit reads r to its end, but never holds more than max+1 bytes:
-// past max bytes it stops and returns a *utcp.Error of code
-// payload_too_large that wraps ErrTooLarge. max <= 0 means
-// DefaultMaxResponseBytes. Errors of r are returned as they are, with the
-// bytes read so far.
-func ReadAllLimit(r io.Reader, max int64) ([]byte, error) {
-	if max <= 0 {
-		max = DefaultMaxResponseBytes
-	}
-	if max == math.MaxInt64 {
-		max--
-	}
-	b, err := io.ReadAll(io.LimitReader(r, max+1))
-	if err != nil {
-		return b, err
-	}
-	if int64(len(b)) > max {
-		return nil, TooLarge(max)
-	}
-	return b, nil
-}
-
-// TooLarge returns the payload_too_large error for a body over max bytes.
-// It wraps ErrTooLarge.
-func TooLarge(max int64) error {
-	return utcp.Errorf(utcp.CodePayloadTooLarge, "response larger than %d bytes: %w", max, ErrTooLarge).
-		WithDetail("limit_bytes", max)
-}
-
-// ReadResponseBody reads resp.Body under the cap of ReadAllLimit and closes
+// ReadResponseBody reads resp.Body under the cap of transports.ReadAllLimit and closes
 // it. A Content-Length over max fails at once, without reading.
 func ReadResponseBody(resp *http.Response, max int64) ([]byte, error) {
 	defer resp.Body.Close()
 	if max <= 0 {
-		max = DefaultMaxResponseBytes
+		max = transports.DefaultMaxResponseBytes
 	}
 	if resp.ContentLength > max {
-		return nil, TooLarge(max)
+		return nil, transports.TooLarge(max)
 	}
-	return ReadAllLimit(resp.Body, max)
+	return transports.ReadAllLimit(resp.Body, max)
 }

@@ -1,19 +1,23 @@
-package transports
+// Package socket holds what the raw-socket transports (tcp, udp) share
+// besides the envelope: the checks of their common template fields,
+// rendering a request without the envelope, and reading an answer by
+// response_format.
+package socket
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 
+	"github.com/utcpd/utcpd/transports/internal/httpclient"
 	"github.com/utcpd/utcpd/utcp"
 )
 
-// ValidateSocketTemplate checks the call template fields the tcp and udp
+// ValidateTemplate checks the call template fields the tcp and udp
 // transports share, as written: host and port (1..65535) are required,
 // timeout must not be negative, request_data_format is json or text
 // (envelope needs json), response_format is json, text or raw, and
 // response_byte_format, when set, is utf-8. Errors name the field.
-func ValidateSocketTemplate(host string, port int, timeout float64, requestFormat string, envelope bool, responseFormat string, byteFormat *string) error {
+func ValidateTemplate(host string, port int, timeout float64, requestFormat string, envelope bool, responseFormat string, byteFormat *string) error {
 	if host == "" {
 		return errors.New("field host is required")
 	}
@@ -47,22 +51,11 @@ func ValidateSocketTemplate(host string, port int, timeout float64, requestForma
 	return nil
 }
 
-// ExplicitNull reports whether raw, a JSON object, sets field to null
-// (rather than leaving it out).
-func ExplicitNull(raw json.RawMessage, field string) bool {
-	var probe map[string]json.RawMessage
-	if json.Unmarshal(raw, &probe) != nil {
-		return false
-	}
-	v, ok := probe[field]
-	return ok && string(v) == "null"
-}
-
-// CheckSocketHost refuses a host that is not loopback unless
+// CheckHost refuses a host that is not loopback unless
 // allowInsecure is set: proto (TCP, UDP) carries no TLS. The error is
 // invalid_template, prefixed by typ, with the host in its details.
-func CheckSocketHost(typ, proto, host string, allowInsecure bool) error {
-	if allowInsecure || IsLoopbackHost(host) {
+func CheckHost(typ, proto, host string, allowInsecure bool) error {
+	if allowInsecure || httpclient.IsLoopbackHost(host) {
 		return nil
 	}
 	return utcp.NewError(utcp.CodeInvalidTemplate, "%s: host %q is not loopback: %s carries no TLS, so utcpd reaches only localhost, 127.0.0.0/8 and ::1 unless the template sets \"allow_insecure\": true", typ, host, proto).WithDetail("host", host)

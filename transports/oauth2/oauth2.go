@@ -1,4 +1,9 @@
-package transports
+// Package oauth2 is the token cache of auth_type oauth2 (client
+// credentials): the transports.TokenSource the gateway shares across its
+// transports, and that a transport uses on its own when
+// transports.Options.Tokens is nil. It is not under transports/internal
+// because the gateway builds the shared cache.
+package oauth2
 
 import (
 	"bytes"
@@ -15,6 +20,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/utcpd/utcpd/transports"
+	"github.com/utcpd/utcpd/transports/internal/httpclient"
 	"github.com/utcpd/utcpd/utcp"
 )
 
@@ -29,12 +36,12 @@ const (
 	maxTokenResponse = 1 << 20
 )
 
-// TokenCache is the TokenSource for auth_type oauth2 (client credentials).
+// TokenCache is the transports.TokenSource for auth_type oauth2 (client credentials).
 //
 // Token POSTs the form grant_type=client_credentials, client_id,
 // client_secret (and scope when set) to token_url; if that attempt fails it
 // retries once with the client id and secret as HTTP Basic credentials
-// instead. token_url must pass CheckURL (https, or http to loopback).
+// instead. token_url must pass httpclient.CheckURL (https, or http to loopback).
 //
 // Tokens are cached per (token_url, client_id, scope, hash of
 // client_secret) until expires_in (DefaultTokenLifetime when absent) minus
@@ -76,13 +83,13 @@ type tokenFetch struct {
 	err     error
 }
 
-var _ TokenSource = (*TokenCache)(nil)
+var _ transports.TokenSource = (*TokenCache)(nil)
 
 // NewTokenCache returns an empty TokenCache that fetches tokens with client
-// (NewHTTPClient's when client is nil).
+// (httpclient.New's when client is nil).
 func NewTokenCache(client *http.Client) *TokenCache {
 	if client == nil {
-		client = NewHTTPClient(ClientOptions{})
+		client = httpclient.New(httpclient.Options{})
 	}
 	return &TokenCache{
 		client:   client,
@@ -118,7 +125,7 @@ func (c *TokenCache) Token(ctx context.Context, auth *utcp.Auth) (string, error)
 		a := *auth
 		// The fetch outlives this caller if need be; token_url and its
 		// redirects never get the template's allow_insecure.
-		fctx, cancel := context.WithTimeout(WithAllowInsecure(context.WithoutCancel(ctx), false), tokenFetchTimeout)
+		fctx, cancel := context.WithTimeout(httpclient.WithAllowInsecure(context.WithoutCancel(ctx), false), tokenFetchTimeout)
 		go func() {
 			defer cancel()
 			c.fetch(fctx, key, &a, f)
@@ -179,9 +186,9 @@ type tokenAttemptError struct {
 func (c *TokenCache) request(ctx context.Context, auth *utcp.Auth) (string, time.Duration, error) {
 	u, err := url.Parse(auth.TokenURL)
 	if err != nil {
-		return "", 0, utcp.NewError(utcp.CodeInvalidTemplate, "oauth2 auth: token_url is not a URL: %v", err)
+		return "", 0, utcp.Errorf(utcp.CodeInvalidTemplate, "oauth2 auth: token_url is not a URL: %w", err)
 	}
-	if err := CheckURL(u, false); err != nil {
+	if err := httpclient.CheckURL(u, false); err != nil {
 		return "", 0, utcp.Errorf(utcp.CodeInvalidTemplate, "oauth2 token_url: %w", err)
 	}
 	tok, life, err1 := c.attempt(ctx, auth, false)
@@ -198,9 +205,9 @@ func (c *TokenCache) request(ctx context.Context, auth *utcp.Auth) (string, time
 	if ctx.Err() != nil {
 		return "", 0, ctx.Err()
 	}
-	msg := fmt.Sprintf("oauth2 token request to %s failed: with form credentials: %v; with basic credentials: %v", RedactURL(u), err1.err, err2.err)
+	msg := fmt.Sprintf("oauth2 token request to %s failed: with form credentials: %v; with basic credentials: %v", utcp.RedactURL(u), err1.err, err2.err)
 	if err1.rejected || err2.rejected {
-		e := utcp.NewError(utcp.CodeUnauthorized, "%s", msg).WithDetail("token_url", RedactURL(u))
+		e := utcp.NewError(utcp.CodeUnauthorized, "%s", msg).WithDetail("token_url", utcp.RedactURL(u))
 		if s := max(err1.status, err2.status); s != 0 {
 			e = e.WithDetail("status", s)
 		}
@@ -235,7 +242,7 @@ func (c *TokenCache) attempt(ctx context.Context, auth *utcp.Auth, basic bool) (
 		}
 		return "", 0, &tokenAttemptError{err: err}
 	}
-	body, err := ReadResponseBody(resp, maxTokenResponse)
+	body, err := httpclient.ReadResponseBody(resp, maxTokenResponse)
 	if err != nil {
 		return "", 0, &tokenAttemptError{status: resp.StatusCode, err: err}
 	}

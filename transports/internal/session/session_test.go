@@ -1,4 +1,4 @@
-package transports
+package session
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 	"github.com/utcpd/utcpd/utcp"
 )
 
-// fakeConn is a SessionConn.
+// fakeConn is a Conn.
 type fakeConn struct {
 	id      int
 	mu      sync.Mutex

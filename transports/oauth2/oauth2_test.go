@@ -1,4 +1,4 @@
-package transports
+package oauth2
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/utcpd/utcpd/transports/internal/httpclient"
 	"github.com/utcpd/utcpd/utcp"
 )
 
@@ -92,7 +93,7 @@ func (ts *tokenServer) auth() *utcp.Auth {
 
 func newCache(t *testing.T) *TokenCache {
 	t.Helper()
-	client := NewHTTPClient(ClientOptions{})
+	client := httpclient.New(httpclient.Options{})
 	t.Cleanup(client.CloseIdleConnections)
 	return NewTokenCache(client)
 }
@@ -333,7 +334,7 @@ func TestTokenCacheWrongAuthType(t *testing.T) {
 func TestApplyAuthOAuth2(t *testing.T) {
 	ts := newTokenServer(t, nil)
 	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, "https://api.example.com/", nil)
-	if err := ApplyAuth(t.Context(), req, ts.auth(), newCache(t)); err != nil {
+	if err := httpclient.ApplyAuth(t.Context(), req, ts.auth(), newCache(t)); err != nil {
 		t.Fatal(err)
 	}
 	if got := req.Header.Get("Authorization"); got != "Bearer tok-1" {

@@ -1,7 +1,6 @@
-package transports
+package httpclient
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/utcpd/utcpd/transports"
 	"github.com/utcpd/utcpd/utcp"
 )
 
@@ -124,7 +124,7 @@ func secretRequest(t *testing.T, ctx context.Context, target string) *http.Reque
 }
 
 func TestRedirectStripsCredentialsCrossOrigin(t *testing.T) {
-	client := NewHTTPClient(ClientOptions{})
+	client := New(Options{})
 	defer client.CloseIdleConnections()
 	target := newHeaderRecorder(t)
 	// Another port on the same host is another origin.
@@ -146,7 +146,7 @@ func TestRedirectStripsCredentialsCrossOrigin(t *testing.T) {
 }
 
 func TestRedirectKeepsCredentialsSameOrigin(t *testing.T) {
-	client := NewHTTPClient(ClientOptions{})
+	client := New(Options{})
 	defer client.CloseIdleConnections()
 	var got http.Header
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -172,7 +172,7 @@ func TestRedirectKeepsCredentialsSameOrigin(t *testing.T) {
 
 func TestRedirectStripIsSticky(t *testing.T) {
 	// A → B → A: once the chain left A, credentials do not come back.
-	client := NewHTTPClient(ClientOptions{})
+	client := New(Options{})
 	defer client.CloseIdleConnections()
 	var bURL string
 	final := make(chan http.Header, 1)
@@ -195,7 +195,7 @@ func TestRedirectStripIsSticky(t *testing.T) {
 }
 
 func TestRedirectToInsecureHostRefused(t *testing.T) {
-	client := NewHTTPClient(ClientOptions{})
+	client := New(Options{})
 	defer client.CloseIdleConnections()
 	a := redirector(t, func() string { return "http://example.com/steal" })
 	resp, err := client.Do(secretRequest(t, t.Context(), a.URL))
@@ -217,7 +217,7 @@ func TestRedirectToInsecureHostRefused(t *testing.T) {
 }
 
 func TestRedirectLimit(t *testing.T) {
-	client := NewHTTPClient(ClientOptions{})
+	client := New(Options{})
 	defer client.CloseIdleConnections()
 	hops := 0
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -291,29 +291,11 @@ func TestApplyAuth(t *testing.T) {
 	}
 }
 
-func TestReadAllLimit(t *testing.T) {
-	for _, c := range []struct {
-		n, max int64
-		ok     bool
-	}{{0, 10, true}, {10, 10, true}, {11, 10, false}, {1 << 20, 1 << 10, false}} {
-		b, err := ReadAllLimit(bytes.NewReader(make([]byte, c.n)), c.max)
-		if c.ok {
-			if err != nil || int64(len(b)) != c.n {
-				t.Errorf("ReadAllLimit(%d, %d) = %d bytes, %v", c.n, c.max, len(b), err)
-			}
-			continue
-		}
-		if !errors.Is(err, ErrTooLarge) || utcp.CodeOf(err) != utcp.CodePayloadTooLarge {
-			t.Errorf("ReadAllLimit(%d, %d): err = %v, want payload_too_large", c.n, c.max, err)
-		}
-	}
-}
-
 func TestReadResponseBodyContentLength(t *testing.T) {
 	// A declared length over the cap fails before reading.
 	resp := &http.Response{ContentLength: 100, Body: io.NopCloser(failingReader{})}
-	if _, err := ReadResponseBody(resp, 10); !errors.Is(err, ErrTooLarge) {
-		t.Errorf("err = %v, want ErrTooLarge", err)
+	if _, err := ReadResponseBody(resp, 10); !errors.Is(err, transports.ErrTooLarge) {
+		t.Errorf("err = %v, want transports.ErrTooLarge", err)
 	}
 }
 

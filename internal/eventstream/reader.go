@@ -1,4 +1,7 @@
-package transports
+// Package eventstream reads text/event-stream bodies (Server-Sent
+// Events) incrementally: the sse and streamable_http transports read their
+// streams with it, and the REST front's benchmarks read its streams back.
+package eventstream
 
 import (
 	"bufio"
@@ -6,18 +9,12 @@ import (
 	"errors"
 	"io"
 	"time"
+
+	"github.com/utcpd/utcpd/transports"
 )
 
-// This file holds the text/event-stream (Server-Sent Events) reader shared
-// by the sse and streamable_http transports.
-
-// DefaultMaxEventBytes caps one server-sent event (its data lines joined)
-// and one line of a line-delimited stream when a transport is not
-// configured otherwise: 16 MiB.
-const DefaultMaxEventBytes int64 = 16 << 20
-
-// SSEEvent is one dispatched server-sent event.
-type SSEEvent struct {
+// Event is one dispatched server-sent event.
+type Event struct {
 	// Type is the value of the event's "event" field, "" when it had none
 	// (browsers then call it "message").
 	Type string
@@ -33,7 +30,7 @@ type SSEEvent struct {
 // field name and colon in front of a data value of the cap's size.
 const lineSlack = 256
 
-// SSEReader reads server-sent events from a text/event-stream body
+// Reader reads server-sent events from a text/event-stream body
 // incrementally, one event per Next call, holding at most one event (and
 // one line) in memory. It follows the WHATWG parsing rules:
 //
@@ -55,14 +52,14 @@ const lineSlack = 256
 // dropped mid-stream, a truncated chunked body) is returned as it is, and
 // the partial event is discarded.
 //
-// An event whose data is larger than the cap given to NewSSEReader, or a
+// An event whose data is larger than the cap given to NewReader, or a
 // line longer than the cap plus lineSlack bytes (room for the field name),
-// fails with a payload_too_large *utcp.Error wrapping ErrTooLarge before
+// fails with a payload_too_large *utcp.Error wrapping transports.ErrTooLarge before
 // more than that is buffered. After any error, Next keeps returning that
 // error.
 //
-// An SSEReader is not safe for concurrent use.
-type SSEReader struct {
+// An Reader is not safe for concurrent use.
+type Reader struct {
 	br  *bufio.Reader
 	max int64
 
@@ -77,19 +74,19 @@ type SSEReader struct {
 	err     error
 }
 
-// NewSSEReader returns an SSEReader reading r. maxEventBytes caps one line
-// and one event's data; <= 0 means DefaultMaxEventBytes.
-func NewSSEReader(r io.Reader, maxEventBytes int64) *SSEReader {
+// NewReader returns an Reader reading r. maxEventBytes caps one line
+// and one event's data; <= 0 means transports.DefaultMaxEventBytes.
+func NewReader(r io.Reader, maxEventBytes int64) *Reader {
 	if maxEventBytes <= 0 {
-		maxEventBytes = DefaultMaxEventBytes
+		maxEventBytes = transports.DefaultMaxEventBytes
 	}
-	return &SSEReader{br: bufio.NewReaderSize(r, 32<<10), max: maxEventBytes}
+	return &Reader{br: bufio.NewReaderSize(r, 32<<10), max: maxEventBytes}
 }
 
 // Reset makes r read a new body, after a reconnection: it keeps the last
 // event ID and the retry delay, and drops any partial line or event and any
 // earlier error.
-func (r *SSEReader) Reset(body io.Reader) {
+func (r *Reader) Reset(body io.Reader) {
 	r.br.Reset(body)
 	r.line = r.line[:0]
 	r.data = r.data[:0]
@@ -102,17 +99,17 @@ func (r *SSEReader) Reset(body io.Reader) {
 
 // LastEventID returns the stream's last event ID: the value to send as
 // Last-Event-ID when reconnecting. It is "" until an id field arrives.
-func (r *SSEReader) LastEventID() string { return r.lastID }
+func (r *Reader) LastEventID() string { return r.lastID }
 
 // Retry returns the reconnection delay the server last set with a retry
 // field, or 0 when it set none.
-func (r *SSEReader) Retry() time.Duration { return r.retry }
+func (r *Reader) Retry() time.Duration { return r.retry }
 
 // Next returns the next event, io.EOF after the last one of a cleanly
 // ended stream, or the error that ended the stream.
-func (r *SSEReader) Next() (SSEEvent, error) {
+func (r *Reader) Next() (Event, error) {
 	if r.err != nil {
-		return SSEEvent{}, r.err
+		return Event{}, r.err
 	}
 	for {
 		line, err := r.readLine()
@@ -128,7 +125,7 @@ func (r *SSEReader) Next() (SSEEvent, error) {
 				return ev, nil
 			}
 			r.err = err
-			return SSEEvent{}, err
+			return Event{}, err
 		}
 		if len(line) == 0 {
 			if r.hasData {
@@ -139,18 +136,18 @@ func (r *SSEReader) Next() (SSEEvent, error) {
 		}
 		if err := r.field(line); err != nil {
 			r.err = err
-			return SSEEvent{}, err
+			return Event{}, err
 		}
 	}
 }
 
 // dispatch builds the pending event and resets the event buffers.
-func (r *SSEReader) dispatch() SSEEvent {
+func (r *Reader) dispatch() Event {
 	data := r.data
 	if len(data) > 0 && data[len(data)-1] == '\n' {
 		data = data[:len(data)-1]
 	}
-	ev := SSEEvent{Type: r.typ, ID: r.lastID, Data: string(data)}
+	ev := Event{Type: r.typ, ID: r.lastID, Data: string(data)}
 	r.data = r.data[:0]
 	r.hasData = false
 	r.typ = ""
@@ -158,7 +155,7 @@ func (r *SSEReader) dispatch() SSEEvent {
 }
 
 // field processes one non-empty line.
-func (r *SSEReader) field(line []byte) error {
+func (r *Reader) field(line []byte) error {
 	if line[0] == ':' {
 		return nil
 	}
@@ -172,7 +169,7 @@ func (r *SSEReader) field(line []byte) error {
 	switch string(name) {
 	case "data":
 		if int64(len(r.data)+len(value)+1) > r.max+1 {
-			return TooLarge(r.max)
+			return transports.TooLarge(r.max)
 		}
 		r.data = append(r.data, value...)
 		r.data = append(r.data, '\n')
@@ -207,7 +204,7 @@ func allDigits(b []byte) bool {
 // readLine returns the next line without its terminator. At the end of
 // the input it returns the unterminated rest (possibly empty) with the
 // reader's error.
-func (r *SSEReader) readLine() ([]byte, error) {
+func (r *Reader) readLine() ([]byte, error) {
 	r.line = r.line[:0]
 	for {
 		if r.br.Buffered() == 0 {
@@ -240,14 +237,14 @@ func (r *SSEReader) readLine() ([]byte, error) {
 		i := bytes.IndexAny(buf, "\r\n")
 		if i < 0 {
 			if int64(len(r.line)+len(buf)) > r.max+lineSlack {
-				return nil, TooLarge(r.max)
+				return nil, transports.TooLarge(r.max)
 			}
 			r.line = append(r.line, buf...)
 			_, _ = r.br.Discard(len(buf))
 			continue
 		}
 		if int64(len(r.line)+i) > r.max+lineSlack {
-			return nil, TooLarge(r.max)
+			return nil, transports.TooLarge(r.max)
 		}
 		r.line = append(r.line, buf[:i]...)
 		r.skipLF = buf[i] == '\r'

@@ -1,4 +1,8 @@
-package transports
+// Package session keeps the long-lived connections the websocket and
+// webrtc transports share between a manual's calls: one Slot per
+// connection key, which dials at most once at a time and backs off after
+// failures.
+package session
 
 import (
 	"context"
@@ -19,10 +23,10 @@ const (
 	MaxRedialBackoff   = 30 * time.Second
 )
 
-// SessionConn is a long-lived connection a transport keeps in a Slot (a
+// Conn is a long-lived connection a transport keeps in a Slot (a
 // WebSocket, a WebRTC peer connection). Its methods are safe for
 // concurrent use.
-type SessionConn interface {
+type Conn interface {
 	comparable
 	// Closing reports whether the connection has started closing; a
 	// closing connection is never handed out again.
@@ -38,7 +42,7 @@ type SessionConn interface {
 // (endpoint and credentials): Get hands it out, dialling when there is
 // none, with at most one dial under way and, after failed dials, an
 // exponential backoff before the next. A Slot is safe for concurrent use.
-type Slot[C SessionConn] struct {
+type Slot[C Conn] struct {
 	// Key and Manual are the slot's key in its Slots and the manual it
 	// serves; they do not change.
 	Key, Manual string
@@ -137,7 +141,7 @@ func (s *Slot[C]) take() C {
 
 // Slots are a transport's slots by key. It is not safe for concurrent
 // use: the transport guards it with its own lock, held for every method.
-type Slots[C SessionConn] map[string]*Slot[C]
+type Slots[C Conn] map[string]*Slot[C]
 
 // Get returns the slot of key, adding one for manual when there is none.
 func (m Slots[C]) Get(key, manual string) *Slot[C] {
@@ -168,7 +172,7 @@ func (m Slots[C]) Take(manual string) []*Slot[C] {
 // CloseSlots shuts the connections of slots for why, one after another,
 // each time waiting until its goroutines have ended (or ctx ends). Call it
 // without the transport's lock.
-func CloseSlots[C SessionConn](ctx context.Context, slots []*Slot[C], why error) {
+func CloseSlots[C Conn](ctx context.Context, slots []*Slot[C], why error) {
 	var zero C
 	for _, s := range slots {
 		c := s.take()

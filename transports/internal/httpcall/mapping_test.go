@@ -1,4 +1,4 @@
-package transports
+package httpcall
 
 import (
 	"encoding/json"
@@ -14,7 +14,7 @@ import (
 )
 
 func TestHTTPMapping(t *testing.T) {
-	m := &HTTPMapping{
+	m := &Mapping{
 		URL:          "http://127.0.0.1:9/items/{id}/{kind}?fixed=1&q={q}",
 		Headers:      map[string]string{"X-Static": "s"},
 		HeaderFields: []string{"X-Trace", "X-Absent"},
@@ -64,11 +64,11 @@ func TestHTTPMapping(t *testing.T) {
 		}
 	})
 	t.Run("URL check", func(t *testing.T) {
-		_, err := (&HTTPMapping{URL: "http://example.com/x"}).Map(nil)
+		_, err := (&Mapping{URL: "http://example.com/x"}).Map(nil)
 		if utcp.CodeOf(err) != utcp.CodeInvalidTemplate {
 			t.Errorf("err = %v", err)
 		}
-		if _, err := (&HTTPMapping{URL: "http://example.com/x", AllowInsecure: true}).Map(nil); err != nil {
+		if _, err := (&Mapping{URL: "http://example.com/x", AllowInsecure: true}).Map(nil); err != nil {
 			t.Errorf("allow_insecure: %v", err)
 		}
 	})
@@ -127,12 +127,12 @@ func TestValidateTemplateURL(t *testing.T) {
 
 func TestHTTPStatusError(t *testing.T) {
 	u, _ := url.Parse("http://127.0.0.1/x?key=secret")
-	err := HTTPStatusError("GET", u, 404, "application/json", []byte(`{"error":"no"}`))
+	err := StatusError("GET", u, 404, "application/json", []byte(`{"error":"no"}`))
 	var te *utcp.ToolError
 	if !errors.As(err, &te) || te.Status != 404 || !cmp.Equal(te.Value, map[string]any{"error": "no"}) {
 		t.Errorf("4xx: %v", err)
 	}
-	err = HTTPStatusError("GET", u, 503, "", []byte("down"))
+	err = StatusError("GET", u, 503, "", []byte("down"))
 	var tr *utcp.TransportError
 	if !errors.As(err, &tr) || tr.Status != 503 {
 		t.Errorf("5xx: %v", err)
@@ -146,7 +146,7 @@ func TestHTTPStatusError(t *testing.T) {
 // or holds a segment that is, "." or "..", percent-encoded or not, is
 // invalid_arguments; other values, "/" included, are escaped as before.
 func TestPathPlaceholderDotSegmentsRefused(t *testing.T) {
-	m := &HTTPMapping{URL: "http://127.0.0.1:1/files/{name}/raw?v={q}"}
+	m := &Mapping{URL: "http://127.0.0.1:1/files/{name}/raw?v={q}"}
 	for _, v := range []string{".", "..", "%2e%2e", "%2E.", ".%2e", "%252e%252e", "../admin", "a/../../admin", `..\admin`, "x/./y", "%2e%2e%2fadmin", "..%2Fadmin", "%25252e%25252e"} {
 		_, err := m.Map(map[string]any{"name": v, "q": "x"})
 		if utcp.CodeOf(err) != utcp.CodeInvalidArguments || !strings.Contains(err.Error(), `"name"`) {

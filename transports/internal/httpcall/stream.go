@@ -1,4 +1,4 @@
-package transports
+package httpcall
 
 import (
 	"context"
@@ -10,14 +10,17 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/utcpd/utcpd/transports"
+	"github.com/utcpd/utcpd/transports/internal/httpclient"
+	"github.com/utcpd/utcpd/transports/oauth2"
 	"github.com/utcpd/utcpd/utcp"
 )
 
-// HTTPCall is the lifetime of one streaming HTTP call: its context, its
+// Call is the lifetime of one streaming HTTP call: its context, its
 // open response body and the error that ended it. The streams of the sse
 // and streamable_http transports embed it. Set it up with Start; Mu must
 // be held for Finish (Recv holds it while reading), not for Close.
-type HTTPCall struct {
+type Call struct {
 	// Ctx is the call's context (see Start).
 	Ctx context.Context
 	// Mu guards Body and Err.
@@ -41,8 +44,8 @@ type HTTPCall struct {
 // Start derives c.Ctx from ctx: bounded by timeout when it is positive,
 // ended with cause transportClosed when transportCtx ends (the transport
 // closed) and with cause streamClosed by Finish and Close, and marked
-// with WithAllowInsecure(allowInsecure).
-func (c *HTTPCall) Start(ctx, transportCtx context.Context, timeout time.Duration, allowInsecure bool, transportClosed, streamClosed error) {
+// with httpclient.WithAllowInsecure(allowInsecure).
+func (c *Call) Start(ctx, transportCtx context.Context, timeout time.Duration, allowInsecure bool, transportClosed, streamClosed error) {
 	c.streamClosed = streamClosed
 	var cctx context.Context
 	cctx, c.cancel = context.WithCancelCause(ctx)
@@ -52,13 +55,13 @@ func (c *HTTPCall) Start(ctx, transportCtx context.Context, timeout time.Duratio
 	}
 	cancel := c.cancel
 	c.stopAfter = context.AfterFunc(transportCtx, func() { cancel(transportClosed) })
-	c.Ctx = WithAllowInsecure(c.Ctx, allowInsecure)
+	c.Ctx = httpclient.WithAllowInsecure(c.Ctx, allowInsecure)
 }
 
 // Finish ends the call with err (kept in Err unless Err is already set,
 // and returned by later Recv calls), closes Body and releases the
 // contexts. It returns Err. c.Mu must be held.
-func (c *HTTPCall) Finish(err error) error {
+func (c *Call) Finish(err error) error {
 	if c.Err == nil {
 		c.Err = err
 	}
@@ -75,7 +78,7 @@ func (c *HTTPCall) Finish(err error) error {
 // Close ends the call if it is still open (cancelling Ctx first, so that
 // a Recv blocked on the body returns) and releases its connection; the
 // server sees the connection close. It is idempotent and returns nil.
-func (c *HTTPCall) Close() error {
+func (c *Call) Close() error {
 	c.closeOnce.Do(func() { c.cancel(c.streamClosed) })
 	c.Mu.Lock()
 	defer c.Mu.Unlock()
@@ -87,7 +90,7 @@ func (c *HTTPCall) Close() error {
 // and returns the data of its events as a list ([]any, empty when there
 // are none). An error of recv is returned as it is; data over max bytes
 // in all is a payload_too_large error.
-func (c *HTTPCall) Collect(recv func() (*utcp.Event, error), max int64) (*utcp.Result, error) {
+func (c *Call) Collect(recv func() (*utcp.Event, error), max int64) (*utcp.Result, error) {
 	list := []any{}
 	var total int64
 	for {
@@ -100,7 +103,7 @@ func (c *HTTPCall) Collect(recv func() (*utcp.Event, error), max int64) (*utcp.R
 		}
 		total += int64(c.LastBytes)
 		if total > max {
-			return nil, TooLarge(max)
+			return nil, transports.TooLarge(max)
 		}
 		list = append(list, ev.Data)
 	}
@@ -108,14 +111,14 @@ func (c *HTTPCall) Collect(recv func() (*utcp.Event, error), max int64) (*utcp.R
 
 // ManualTarget parses and checks the URL of a discovery request of
 // transport typ (a URL that does not parse is invalid_template "<typ>:
-// url: ...", then CheckURL applies) and returns it with the request's
+// url: ...", then httpclient.CheckURL applies) and returns it with the request's
 // headers: headers, then an Accept preferring JSON, then YAML.
 func ManualTarget(typ, rawURL string, headers map[string]string, allowInsecure bool) (*url.URL, http.Header, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
-		return nil, nil, utcp.NewError(utcp.CodeInvalidTemplate, "%s: url: %v", typ, err)
+		return nil, nil, utcp.Errorf(utcp.CodeInvalidTemplate, "%s: url: %w", typ, err)
 	}
-	if err := CheckURL(u, allowInsecure); err != nil {
+	if err := httpclient.CheckURL(u, allowInsecure); err != nil {
 		return nil, nil, err
 	}
 	header := http.Header{}
@@ -126,15 +129,15 @@ func ManualTarget(typ, rawURL string, headers map[string]string, allowInsecure b
 	return u, header, nil
 }
 
-// HTTPBase is the state an HTTP streaming transport (sse,
+// Base is the state an HTTP streaming transport (sse,
 // streamable_http) holds besides its configuration: the pooled client,
 // the token source and the context that Shutdown ends, which ends every
 // open stream. Set it up with Init; it is safe for concurrent use after.
-type HTTPBase struct {
+type Base struct {
 	// Client sends the requests.
 	Client *http.Client
 	// Tokens supplies oauth2 tokens.
-	Tokens TokenSource
+	Tokens transports.TokenSource
 	// Ctx ends at Shutdown, with its cause.
 	Ctx context.Context
 
@@ -142,20 +145,20 @@ type HTTPBase struct {
 	closed atomic.Bool
 }
 
-// Init makes the client (NewHTTPClient with maxIdleConnsPerHost) and uses
+// Init makes the client (httpclient.New with maxIdleConnsPerHost) and uses
 // tokens, or a token cache of its own when tokens is nil.
-func (b *HTTPBase) Init(maxIdleConnsPerHost int, tokens TokenSource) {
-	b.Client = NewHTTPClient(ClientOptions{MaxIdleConnsPerHost: maxIdleConnsPerHost})
+func (b *Base) Init(maxIdleConnsPerHost int, tokens transports.TokenSource) {
+	b.Client = httpclient.New(httpclient.Options{MaxIdleConnsPerHost: maxIdleConnsPerHost})
 	b.Tokens = tokens
 	if b.Tokens == nil {
-		b.Tokens = NewTokenCache(b.Client)
+		b.Tokens = oauth2.NewTokenCache(b.Client)
 	}
 	b.Ctx, b.cancel = context.WithCancelCause(context.Background())
 }
 
 // Shutdown ends Ctx with cause and closes the idle pooled connections;
 // Closed reports true from then on. Later calls do nothing.
-func (b *HTTPBase) Shutdown(cause error) {
+func (b *Base) Shutdown(cause error) {
 	if b.closed.Swap(true) {
 		return
 	}
@@ -164,4 +167,4 @@ func (b *HTTPBase) Shutdown(cause error) {
 }
 
 // Closed reports whether Shutdown was called.
-func (b *HTTPBase) Closed() bool { return b.closed.Load() }
+func (b *Base) Closed() bool { return b.closed.Load() }

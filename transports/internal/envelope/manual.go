@@ -1,42 +1,43 @@
-package transports
+package envelope
 
 import (
 	"encoding/json"
 	"log/slog"
 
+	"github.com/utcpd/utcpd/internal/jsonx"
 	"github.com/utcpd/utcpd/manuals"
 	"github.com/utcpd/utcpd/utcp"
 )
 
-// EnvelopeCall is the payload of a call frame of the utcpd envelope: a
+// EncodeCall is the payload of a call frame of the utcpd envelope: a
 // FrameCall frame with id, tool and args (an empty object when nil). JSON
 // that args cannot be encoded as is an invalid_arguments error prefixed
 // by prefix.
-func EnvelopeCall(prefix, id, tool string, args map[string]any) ([]byte, error) {
+func EncodeCall(prefix, id, tool string, args map[string]any) ([]byte, error) {
 	if args == nil {
 		args = map[string]any{}
 	}
-	payload, err := MarshalJSON(Frame{Type: FrameCall, ID: id, Tool: tool, Arguments: args})
+	payload, err := jsonx.Marshal(Frame{Type: FrameCall, ID: id, Tool: tool, Arguments: args})
 	if err != nil {
-		return nil, utcp.NewError(utcp.CodeInvalidArguments, "%s: arguments are not JSON: %v", prefix, err)
+		return nil, utcp.Errorf(utcp.CodeInvalidArguments, "%s: arguments are not JSON: %w", prefix, err)
 	}
 	return payload, nil
 }
 
-// SocketManual reads the answer to a socket transport's discovery
+// ReadManual reads the answer to a socket transport's discovery
 // request: an envelope manual frame or a bare UTCP manual, parsed with
 // manuals.ParseManual; its warnings are logged on log with the manual's
 // name and addr. An answer that is not JSON, an error frame, a frame of
 // another type or a document that is not a manual is the error fail
 // makes (fail adds the transport, manual and address).
-func SocketManual(data []byte, fail func(format string, args ...any) *utcp.Error, log *slog.Logger, manual, addr string) (*utcp.Manual, error) {
+func ReadManual(data []byte, fail func(format string, args ...any) *utcp.Error, log *slog.Logger, manual, addr string) (*utcp.Manual, error) {
 	var head struct {
 		Type   string          `json:"type"`
 		Manual json.RawMessage `json:"manual"`
 		Error  json.RawMessage `json:"error"`
 	}
 	if json.Unmarshal(data, &head) != nil {
-		return nil, fail("the answer is not JSON: %s", Excerpt(data))
+		return nil, fail("the answer is not JSON: %s", jsonx.Excerpt(data))
 	}
 	raw := json.RawMessage(data)
 	switch head.Type {

@@ -1,4 +1,7 @@
-package transports
+// Package procenv builds the environment of a child process a transport
+// starts (cli commands, MCP stdio servers) from the variables it may
+// inherit and its own.
+package procenv
 
 import (
 	"os"
@@ -6,19 +9,19 @@ import (
 	"strings"
 )
 
-// ProcessEnv builds the environment of a child process (cli commands, MCP
-// stdio servers): variables in the order first set, a later Set of a name
+// Env is the environment of a child process (cli commands, MCP stdio
+// servers): variables in the order first set, a later Set of a name
 // replacing its value in place. The zero value is empty and ready.
-type ProcessEnv struct {
+type Env struct {
 	vars  map[string]string
 	order []string
 }
 
-// InheritEnv returns a ProcessEnv holding the variables of the daemon's
+// Inherit returns an Env holding the variables of the daemon's
 // environment whose names match one of patterns: a pattern is a name, or
 // a prefix followed by "*" (LC_*).
-func InheritEnv(patterns []string) *ProcessEnv {
-	e := &ProcessEnv{}
+func Inherit(patterns []string) *Env {
+	e := &Env{}
 	for _, kv := range os.Environ() {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok || k == "" {
@@ -35,7 +38,7 @@ func InheritEnv(patterns []string) *ProcessEnv {
 }
 
 // Set sets k to v.
-func (e *ProcessEnv) Set(k, v string) {
+func (e *Env) Set(k, v string) {
 	if e.vars == nil {
 		e.vars = map[string]string{}
 	}
@@ -46,7 +49,7 @@ func (e *ProcessEnv) Set(k, v string) {
 }
 
 // SetAll sets the variables of m, in the order of their names.
-func (e *ProcessEnv) SetAll(m map[string]string) {
+func (e *Env) SetAll(m map[string]string) {
 	keys := make([]string, 0, len(m))
 	for k := range m {
 		keys = append(keys, k)
@@ -58,7 +61,7 @@ func (e *ProcessEnv) SetAll(m map[string]string) {
 }
 
 // List returns the environment as "k=v" strings, for exec.Cmd.Env.
-func (e *ProcessEnv) List() []string {
+func (e *Env) List() []string {
 	env := make([]string, 0, len(e.order))
 	for _, k := range e.order {
 		env = append(env, k+"="+e.vars[k])

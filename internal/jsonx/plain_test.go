@@ -1,4 +1,4 @@
-package transports_test
+package jsonx_test
 
 import (
 	"bytes"
@@ -8,15 +8,15 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/utcpd/utcpd/transports"
+	"github.com/utcpd/utcpd/internal/jsonx"
 )
 
-// DecodePlainJSON must decode exactly as encoding/json (UseNumber) does,
+// DecodePlain must decode exactly as encoding/json (UseNumber) does,
 // or decline.
-func TestDecodePlainJSONMatchesEncodingJSON(t *testing.T) {
+func TestDecodePlainMatchesEncodingJSON(t *testing.T) {
 	cases := []struct {
 		in    string
-		plain bool // DecodePlainJSON must take it
+		plain bool // DecodePlain must take it
 	}{
 		{`{}`, true}, {`[]`, true}, {` {"a" : [1, -2.5e+3, 0, 1E9, true, false, null, "ü ✓ <b>", {}, []]} `, true},
 		{`"s"`, true}, {`12`, true}, {`null`, true}, {`true`, true},
@@ -27,7 +27,7 @@ func TestDecodePlainJSONMatchesEncodingJSON(t *testing.T) {
 		{strings.Repeat(`[`, 100) + strings.Repeat(`]`, 100), false},
 	}
 	for _, c := range cases {
-		got, ok := transports.DecodePlainJSON([]byte(c.in))
+		got, ok := jsonx.DecodePlain([]byte(c.in))
 		if ok != c.plain {
 			t.Errorf("%q: plain %v, want %v", c.in, ok, c.plain)
 		}
