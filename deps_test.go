@@ -65,9 +65,11 @@ var allowed = []struct {
 	{"internal/shellword", nil},
 	{"internal/pgtest", []string{"utcp"}},
 	{"internal/e2e", nil},
+	{"internal/e2e/openapi", nil},
 	{"internal/mcpconformance", nil}, // tests only
 	{"internal/loadgen", nil},
 	{"internal/protogen", nil},
+	{"internal/schematest", nil},
 
 	// The manual sources and the daemon's run loop, imported by cmd only.
 	{"sources", []string{"gateway", "manuals", "registry", "transports", "utcp"}},
