@@ -36,11 +36,6 @@ const (
 	reviewGrace = 30 * time.Second
 )
 
-// ReloadableKeys are the keys of the gateway section that apply again on
-// SIGHUP (guard_timeout, review_timeout and audit_retention are read by
-// cmd/utcpd's applyGuardSetting too, but the last two need a restart).
-var ReloadableKeys = []string{"guards", "bypass_tools", "guard_timeout"}
-
 // GuardEntryError is a guard entry of the configuration that cannot be
 // used; it names the entry as gateway.guards[i].
 type GuardEntryError struct {

@@ -258,8 +258,8 @@ func reloadConfig(path string, strict bool) (*daemonConfig, *settings, error) {
 	dc, err := loadDaemonConfig(path, strict)
 	var s settings
 	if err == nil && dc.Cfg != nil {
-		if res := applyGatewaySection(&s, dc.Cfg.Gateway, dc.Path, dc.Data, dc.Cfg.Dir, strict); len(res.errs) > 0 {
-			err = errors.New(res.errs[0].String())
+		if errs, _ := daemon.ApplyGateway(&s, dc.Cfg, dc.Data, strict); len(errs) > 0 {
+			err = errors.New(errs[0].String())
 		}
 	}
 	if err != nil {
