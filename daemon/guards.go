@@ -77,7 +77,7 @@ func LoadGuards(reg *guard.Registry, raw json.RawMessage, vars *manuals.Resolver
 	}
 	var entries []json.RawMessage
 	if err := json.Unmarshal(raw, &entries); err != nil {
-		return nil, fmt.Errorf("gateway.guards: must be an array of guard objects: %v", err)
+		return nil, fmt.Errorf("gateway.guards: must be an array of guard objects: %w", err)
 	}
 	out := make([]guard.Named, 0, len(entries))
 	for i, entry := range entries {

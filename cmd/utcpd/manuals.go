@@ -316,7 +316,7 @@ func templateFor(arg, name string, stdin io.Reader) (json.RawMessage, error) {
 	}
 	raw, err := json.Marshal(doc)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %v", where, err)
+		return nil, fmt.Errorf("%s: %w", where, err)
 	}
 	t, _, err := manuals.PrepareTemplate(raw, dir)
 	if err != nil {

@@ -73,7 +73,7 @@ unusable configuration.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			level, err := daemon.ParseLevel(logLevel)
 			if err != nil {
-				return &exitError{code: exitUsage, err: fmt.Errorf("--log-level: %v", err)}
+				return &exitError{code: exitUsage, err: fmt.Errorf("--log-level: %w", err)}
 			}
 			log := slog.New(utcp.RedactHandler(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level})))
 			opts := mcpfront.Options{

@@ -273,7 +273,7 @@ func reloadConfig(path string, strict bool) (*daemonConfig, *settings, error) {
 func checkExposure(s *settings) (bool, error) {
 	host, _, err := net.SplitHostPort(s.Listen)
 	if err != nil {
-		return false, fmt.Errorf("listen address %q: %v (want host:port, e.g. 127.0.0.1:8787)", s.Listen, err)
+		return false, fmt.Errorf("listen address %q: %w (want host:port, e.g. 127.0.0.1:8787)", s.Listen, err)
 	}
 	if isLoopback(host) {
 		return true, nil

@@ -135,13 +135,13 @@ func applyEnv(s *settings) error {
 	if v := os.Getenv(envLogFormat); v != "" {
 		s.LogFormat = v
 		if err := daemon.CheckLog(v, ""); err != nil {
-			return fmt.Errorf("%s: %v", envLogFormat, err)
+			return fmt.Errorf("%s: %w", envLogFormat, err)
 		}
 	}
 	if v := os.Getenv(envLogLevel); v != "" {
 		s.LogLevel = v
 		if err := daemon.CheckLog("", v); err != nil {
-			return fmt.Errorf("%s: %v", envLogLevel, err)
+			return fmt.Errorf("%s: %w", envLogLevel, err)
 		}
 	}
 	return nil
@@ -233,13 +233,13 @@ func (f *serveFlags) apply(fs *pflag.FlagSet, s *settings) error {
 	if set("log-format") {
 		s.LogFormat = f.logFormat
 		if err := daemon.CheckLog(f.logFormat, ""); err != nil {
-			return fmt.Errorf("--log-format: %v", err)
+			return fmt.Errorf("--log-format: %w", err)
 		}
 	}
 	if set("log-level") {
 		s.LogLevel = f.logLevel
 		if err := daemon.CheckLog("", f.logLevel); err != nil {
-			return fmt.Errorf("--log-level: %v", err)
+			return fmt.Errorf("--log-level: %w", err)
 		}
 	}
 	return nil
