@@ -246,7 +246,7 @@ func newServer(opts Options) (*server, error) {
 	rt.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		if opts.Ready != nil {
 			if err := opts.Ready(); err != nil {
-				httpx.WriteError(w, httpx.Errorf(utcp.CodeUnavailable, "not ready: %v", err).WithDetail("reason", err.Error()))
+				httpx.WriteError(w, httpx.Errorf(utcp.CodeUnavailable, "not ready: %w", err).WithDetail("reason", err.Error()))
 				return
 			}
 		}

@@ -73,9 +73,9 @@ func DecodeDocument(data []byte) (map[string]any, error) {
 		var y any
 		if err := yaml.Unmarshal(trimmed, &y); err != nil {
 			if trimmed[0] == '{' || trimmed[0] == '[' {
-				return nil, utcp.NewError(utcp.CodeInvalidManual, "the document is not valid JSON: %v", jsonErr)
+				return nil, utcp.Errorf(utcp.CodeInvalidManual, "the document is not valid JSON: %w", jsonErr)
 			}
-			return nil, utcp.NewError(utcp.CodeInvalidManual, "the document is neither JSON nor YAML: %v", err)
+			return nil, utcp.Errorf(utcp.CodeInvalidManual, "the document is neither JSON nor YAML: %w", err)
 		}
 		v = oasFromYAML(y)
 	}
@@ -400,7 +400,7 @@ func (c *oasConverter) baseURL() (string, error) {
 	if server != "" {
 		u, err := url.Parse(server)
 		if err != nil {
-			return "", utcp.NewError(utcp.CodeInvalidManual, "openapi: server URL %q: %v", server, err)
+			return "", utcp.Errorf(utcp.CodeInvalidManual, "openapi: server URL %q: %w", server, err)
 		}
 		if !u.IsAbs() {
 			if spec == nil {
@@ -821,13 +821,13 @@ func (c *oasConverter) tool(path, method string, item, op map[string]any) (utcp.
 	}
 	var err error
 	if tool.Inputs, err = json.Marshal(c.finish(inputs, inputDefs)); err != nil {
-		return tool, utcp.NewError(utcp.CodeInvalidManual, "openapi: %s: inputs: %v", where, err)
+		return tool, utcp.Errorf(utcp.CodeInvalidManual, "openapi: %s: inputs: %w", where, err)
 	}
 	if out := c.outputs(op); out != nil {
 		outputDefs := c.defs
 		c.defs = &oasDefs{}
 		if tool.Outputs, err = json.Marshal(c.finish(out, outputDefs)); err != nil {
-			return tool, utcp.NewError(utcp.CodeInvalidManual, "openapi: %s: outputs: %v", where, err)
+			return tool, utcp.Errorf(utcp.CodeInvalidManual, "openapi: %s: outputs: %w", where, err)
 		}
 	}
 
@@ -849,11 +849,11 @@ func (c *oasConverter) tool(path, method string, item, op map[string]any) (utcp.
 	}
 	raw, err := json.Marshal(tmpl)
 	if err != nil {
-		return tool, utcp.NewError(utcp.CodeInvalidManual, "openapi: %s: call template: %v", where, err)
+		return tool, utcp.Errorf(utcp.CodeInvalidManual, "openapi: %s: call template: %w", where, err)
 	}
 	var ct utcp.CallTemplate
 	if err := json.Unmarshal(raw, &ct); err != nil {
-		return tool, utcp.NewError(utcp.CodeInvalidManual, "openapi: %s: call template: %v", where, err)
+		return tool, utcp.Errorf(utcp.CodeInvalidManual, "openapi: %s: call template: %w", where, err)
 	}
 	tool.ToolCallTemplate = &ct
 	return tool, nil

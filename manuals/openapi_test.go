@@ -3,6 +3,7 @@ package manuals_test
 import (
 	"encoding/json"
 	"errors"
+	"io"
 	"strings"
 	"testing"
 
@@ -414,6 +415,11 @@ func TestDecodeDocument(t *testing.T) {
 		if _, err := manuals.DecodeDocument([]byte(bad)); utcp.CodeOf(err) != utcp.CodeInvalidManual {
 			t.Errorf("DecodeDocument(%q): err = %v, want invalid_manual", bad, err)
 		}
+	}
+	// The decoder's own error is the cause, kept in the chain.
+	_, err = manuals.DecodeDocument([]byte(`{"unterminated": `))
+	if !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Errorf("malformed JSON: the chain lacks the decoder's io.ErrUnexpectedEOF: %v", err)
 	}
 }
 

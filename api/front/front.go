@@ -340,7 +340,7 @@ func writeResult(w http.ResponseWriter, v any, isError bool) {
 	defer httpx.PutBuffer(buf)
 	buf.WriteString(`{"result":`)
 	if err := appendJSON(buf, v, 0); err != nil {
-		httpx.WriteError(w, httpx.Errorf(utcp.CodeInternal, "encoding the result: %v", err))
+		httpx.WriteError(w, httpx.Errorf(utcp.CodeInternal, "encoding the result: %w", err))
 		return
 	}
 	if isError {

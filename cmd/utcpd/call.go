@@ -41,7 +41,7 @@ code and message are printed, e.g. "utcpd: tool_not_found: ...").`,
 			dec := json.NewDecoder(bytes.NewReader([]byte(argsJSON)))
 			dec.UseNumber()
 			if err := dec.Decode(&callArgs); err != nil {
-				return &exitError{code: exitUsage, err: fmt.Errorf("--args must be a JSON object: %v", err)}
+				return &exitError{code: exitUsage, err: fmt.Errorf("--args must be a JSON object: %w", err)}
 			}
 			if dec.More() {
 				return &exitError{code: exitUsage, err: errors.New("--args must be one JSON object")}

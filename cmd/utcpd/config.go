@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/utcpd/utcpd/daemon"
 	"github.com/utcpd/utcpd/manuals"
 	"github.com/utcpd/utcpd/sources"
 	"github.com/utcpd/utcpd/transports"
@@ -56,9 +57,9 @@ It exits 0 when the file is usable, 2 when it has errors.`,
 			errs := 0
 			ps := manuals.Validate(cfg, transports.Default, strict)
 			s := defaultSettings()
-			gw := applyGatewaySection(&s, cfg.Gateway, args[0], data, cfg.Dir, strict)
-			gwps := append(gw.errs, gw.warnings...)
-			if p := validateGuards(cfg, &s, args[0], data); p != nil {
+			gwErrs, gwWarnings := daemon.ApplyGateway(&s, cfg, data, strict)
+			gwps := append(gwErrs, gwWarnings...)
+			if p := daemon.ValidateGuards(cfg, &s, data); p != nil {
 				gwps = append(gwps, *p)
 			}
 			slices.SortStableFunc(gwps, func(a, b manuals.Problem) int { return cmp.Compare(a.Line, b.Line) })

@@ -140,7 +140,7 @@ func markFailures(cmd *cobra.Command) {
 	if check := cmd.Args; check != nil {
 		cmd.Args = func(c *cobra.Command, args []string) error {
 			if err := check(c, args); err != nil {
-				return &exitError{code: exitUsage, err: fmt.Errorf("%v (see '%s --help')", err, c.CommandPath())}
+				return &exitError{code: exitUsage, err: fmt.Errorf("%w (see '%s --help')", err, c.CommandPath())}
 			}
 			return nil
 		}
@@ -158,7 +158,7 @@ func loadDotenv() error {
 		return nil
 	}
 	if err := godotenv.Load(".env"); err != nil {
-		return &exitError{code: exitUsage, err: fmt.Errorf(".env: %v", err)}
+		return &exitError{code: exitUsage, err: fmt.Errorf(".env: %w", err)}
 	}
 	return nil
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/utcpd/utcpd/api/codemode"
 	"github.com/utcpd/utcpd/api/front"
 	"github.com/utcpd/utcpd/api/mcpfront"
+	"github.com/utcpd/utcpd/daemon"
 	"github.com/utcpd/utcpd/gateway"
 	"github.com/utcpd/utcpd/transports"
 	"github.com/utcpd/utcpd/utcp"
@@ -70,9 +71,9 @@ read at start (daemon unreachable, wrong API key), 2 for bad usage or an
 unusable configuration.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			level, err := parseLevel(logLevel)
+			level, err := daemon.ParseLevel(logLevel)
 			if err != nil {
-				return &exitError{code: exitUsage, err: fmt.Errorf("--log-level: %v", err)}
+				return &exitError{code: exitUsage, err: fmt.Errorf("--log-level: %w", err)}
 			}
 			log := slog.New(utcp.RedactHandler(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level})))
 			opts := mcpfront.Options{

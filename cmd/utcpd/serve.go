@@ -258,8 +258,8 @@ func reloadConfig(path string, strict bool) (*daemonConfig, *settings, error) {
 	dc, err := loadDaemonConfig(path, strict)
 	var s settings
 	if err == nil && dc.Cfg != nil {
-		if res := applyGatewaySection(&s, dc.Cfg.Gateway, dc.Path, dc.Data, dc.Cfg.Dir, strict); len(res.errs) > 0 {
-			err = errors.New(res.errs[0].String())
+		if errs, _ := daemon.ApplyGateway(&s, dc.Cfg, dc.Data, strict); len(errs) > 0 {
+			err = errors.New(errs[0].String())
 		}
 	}
 	if err != nil {
@@ -273,7 +273,7 @@ func reloadConfig(path string, strict bool) (*daemonConfig, *settings, error) {
 func checkExposure(s *settings) (bool, error) {
 	host, _, err := net.SplitHostPort(s.Listen)
 	if err != nil {
-		return false, fmt.Errorf("listen address %q: %v (want host:port, e.g. 127.0.0.1:8787)", s.Listen, err)
+		return false, fmt.Errorf("listen address %q: %w (want host:port, e.g. 127.0.0.1:8787)", s.Listen, err)
 	}
 	if isLoopback(host) {
 		return true, nil
