@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -38,13 +40,15 @@ func TestFrontTools(t *testing.T) {
 		}
 		return out
 	}
+	// Without q the listing is sorted by qualified name.
+	sorted := slices.Sorted(slices.Values(demoTools))
 	cases := []struct {
 		query string
 		want  []string
 	}{
-		{"", demoTools},
-		{"?limit=2", demoTools[:2]},
-		{"?limit=100000", demoTools},
+		{"", sorted},
+		{"?limit=2", sorted[:2]},
+		{"?limit=100000", sorted},
 		{"?q=sum+of+two+numbers&limit=1", []string{"demo.add"}},
 		{"?tags=math", []string{"demo.add"}},
 		{"?tags=math,stream", []string{"demo.add", "demo.count"}},
@@ -92,6 +96,141 @@ func TestFrontTools(t *testing.T) {
 	}
 	e.register(b.manual("demo2"), registry.SourceAPI)
 	expectError(t, e.do(req{method: "GET", path: "/v1/tools/add"}), 409, utcp.CodeAmbiguousTool)
+}
+
+// TestFrontToolsPaging lists through next_cursor: every tool once, in
+// name order, while manuals come and go between pages; a search pages
+// by rank; a malformed or foreign cursor is invalid_request.
+func TestFrontToolsPaging(t *testing.T) {
+	b := serveBackend(t)
+	e := newEnv(t, envOptions{})
+	for i := range 10 {
+		e.register(b.manual(fmt.Sprintf("m%02d", i)), registry.SourceAPI)
+	}
+	page := func(query string) front.ToolList {
+		t.Helper()
+		r := e.do(req{method: "GET", path: "/v1/tools" + query})
+		var l front.ToolList
+		if err := json.Unmarshal(r.body, &l); err != nil || r.status != 200 {
+			t.Fatalf("GET /v1/tools%s: %s", query, r)
+		}
+		return l
+	}
+	walk := func(query string, between func(int)) (names []string, pages int) {
+		t.Helper()
+		cursor := ""
+		for {
+			q := query
+			if cursor != "" {
+				q += "&cursor=" + url.QueryEscape(cursor)
+			}
+			l := page(q)
+			pages++
+			for _, tl := range l.Tools {
+				names = append(names, tl.Name)
+			}
+			if l.NextCursor == "" {
+				return names, pages
+			}
+			if between != nil {
+				between(pages)
+			}
+			cursor = l.NextCursor
+			if pages > 100 {
+				t.Fatalf("no end after 100 pages")
+			}
+		}
+	}
+	var all []string
+	for i := range 10 {
+		for _, n := range demoTools {
+			all = append(all, fmt.Sprintf("m%02d.%s", i, n[len("demo."):]))
+		}
+	}
+	slices.Sort(all)
+	got, pages := walk("?limit=7", nil)
+	if diff := cmp.Diff(all, got); diff != "" {
+		t.Errorf("paged listing (-want +got):\n%s", diff)
+	}
+	if pages != 8 { // 50 tools, 7 a page
+		t.Errorf("%d pages, want 8", pages)
+	}
+	if l := page("?limit=50"); l.NextCursor != "" || len(l.Tools) != 50 {
+		t.Errorf("one full page: %d tools, next_cursor %q", len(l.Tools), l.NextCursor)
+	}
+
+	// Tools added and removed between pages: the cursor stays valid, no
+	// name is repeated, and every name after the cursor that existed
+	// throughout is seen.
+	got, _ = walk("?limit=9", func(n int) {
+		switch n {
+		case 1:
+			e.register(b.manual("a00"), registry.SourceAPI) // sorts before every page: not seen
+			e.register(b.manual("z99"), registry.SourceAPI) // sorts after: seen
+		case 2:
+			if err := e.g.DeregisterManual(t.Context(), "m09"); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+	want := slices.DeleteFunc(slices.Clone(all), func(n string) bool { return strings.HasPrefix(n, "m09.") })
+	for _, n := range demoTools {
+		want = append(want, "z99."+n[len("demo."):])
+	}
+	slices.Sort(want)
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("listing while tools change (-want +got):\n%s", diff)
+	}
+
+	// Tags filter the listing, still in name order and paged (a00 was
+	// registered during the walk above: it is listed now).
+	got, _ = walk("?tags=math,stream&limit=3", nil)
+	var wantTagged []string
+	for _, n := range append([]string{"a00.add", "a00.count"}, want...) {
+		if strings.HasSuffix(n, ".add") || strings.HasSuffix(n, ".count") {
+			wantTagged = append(wantTagged, n)
+		}
+	}
+	if diff := cmp.Diff(wantTagged, got); diff != "" {
+		t.Errorf("tagged listing (-want +got):\n%s", diff)
+	}
+
+	// A search pages by rank: the pages together are the unpaged answer.
+	whole := page("?q=sum+of+two+numbers&limit=1000")
+	var wantSearch []string
+	for _, tl := range whole.Tools {
+		wantSearch = append(wantSearch, tl.Name)
+	}
+	got, _ = walk("?q=sum+of+two+numbers&limit=4", nil)
+	if diff := cmp.Diff(wantSearch, got); diff != "" {
+		t.Errorf("paged search (-want +got):\n%s", diff)
+	}
+	if len(got) < 5 || !strings.HasSuffix(got[0], ".add") {
+		t.Errorf("search: %v, want the add tools first", got)
+	}
+
+	// Malformed and foreign cursors.
+	listCursor := page("?limit=2").NextCursor
+	searchCursor := page("?q=sum&limit=2").NextCursor
+	if listCursor == "" || searchCursor == "" {
+		t.Fatalf("no cursors: %q %q", listCursor, searchCursor)
+	}
+	for _, q := range []string{
+		"?cursor=%25%25%25",                        // not base64
+		"?cursor=eA",                               // one byte
+		"?cursor=" + strings.Repeat("A", 5000),     // too long
+		"?cursor=" + url.QueryEscape(searchCursor), // a search cursor on a listing
+		"?q=sum&cursor=" + url.QueryEscape(listCursor),
+		"?q=other&cursor=" + url.QueryEscape(searchCursor),
+		"?q=sum&tags=math&cursor=" + url.QueryEscape(searchCursor),
+	} {
+		r := e.do(req{method: "GET", path: "/v1/tools" + q})
+		expectError(t, r, 400, utcp.CodeInvalidRequest)
+		if !strings.Contains(string(r.body), `"parameter":"cursor"`) {
+			t.Errorf("GET /v1/tools%s: %s, want details.parameter cursor", q, r)
+		}
+	}
+	e.alive()
 }
 
 func TestFrontToolAuthMetadata(t *testing.T) {
