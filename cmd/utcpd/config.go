@@ -51,7 +51,7 @@ It exits 0 when the file is usable, 2 when it has errors.`,
 				for _, p := range ps {
 					fmt.Fprintln(out, p.String())
 				}
-				return &exitError{code: exitUsage, err: fmt.Errorf("%s: %d problem(s)", args[0], len(ps))}
+				return &exitError{code: exitUsage, err: fmt.Errorf("%s: %s", args[0], count(len(ps), "problem", ""))}
 			}
 			errs := 0
 			ps := manuals.Validate(cfg, transports.Default, strict)
@@ -70,9 +70,9 @@ It exits 0 when the file is usable, 2 when it has errors.`,
 				}
 			}
 			if errs > 0 {
-				return &exitError{code: exitUsage, err: fmt.Errorf("%s: %d error(s)", args[0], errs)}
+				return &exitError{code: exitUsage, err: fmt.Errorf("%s: %s", args[0], count(errs, "error", ""))}
 			}
-			fmt.Fprintf(out, "%s: OK (%d manual call templates, %d warnings)\n", args[0], len(cfg.ManualCallTemplates), len(ps))
+			fmt.Fprintf(out, "%s: OK (%s, %s)\n", args[0], count(len(cfg.ManualCallTemplates), "manual call template", ""), count(len(ps), "warning", ""))
 			return nil
 		},
 	}

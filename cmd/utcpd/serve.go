@@ -199,7 +199,7 @@ func configProblems(path string, err error) string {
 		return msg
 	}
 	var b bytes.Buffer
-	fmt.Fprintf(&b, "%s: %d problem(s):", path, len(ps))
+	fmt.Fprintf(&b, "%s: %s:", path, count(len(ps), "problem", ""))
 	for _, p := range ps {
 		b.WriteString("\n  ")
 		b.WriteString(p.String())
