@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"slices"
 	"strings"
@@ -16,10 +17,12 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/utcpd/utcpd/api/front"
+	"github.com/utcpd/utcpd/examples/servers/http/httpserver"
 	"github.com/utcpd/utcpd/gateway"
 	"github.com/utcpd/utcpd/guard"
 	"github.com/utcpd/utcpd/registry"
 	"github.com/utcpd/utcpd/transports"
+	"github.com/utcpd/utcpd/transports/transporttest/fixture"
 	"github.com/utcpd/utcpd/utcp"
 )
 
@@ -615,4 +618,76 @@ func ExampleNew() {
 	_ = srv // srv.ListenAndServe()
 	fmt.Println("ok")
 	// Output: ok
+}
+
+// TestFrontSlashNames: tools whose names contain "/" (as OpenAPI
+// operationIds such as GitHub's "repos/get" give) are described, called
+// and streamed with plain slashes in the path, and still with %2F.
+func TestFrontSlashNames(t *testing.T) {
+	// One server: the manual at /utcp, the fixture tools under /tools/
+	// (a remote manual's tools must stay on its origin).
+	backend := httpserver.NewServer("", fixture.New(), httpserver.Options{}).Handler
+	ms := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/utcp" {
+			backend.ServeHTTP(w, r)
+			return
+		}
+		base := "http://" + r.Host
+		tool := func(name, fixtureTool string) map[string]any {
+			return map[string]any{"name": name, "description": "A tool named " + name, "inputs": map[string]any{"type": "object"},
+				"tool_call_template": map[string]any{"call_template_type": "http", "url": base + "/tools/" + fixtureTool, "http_method": "GET"}}
+		}
+		manual, _ := json.Marshal(map[string]any{"utcp_version": "1.1.0", "manual_version": "1.0.0", "tools": []any{
+			tool("repos/get", "echo"), tool("a/b/c", "add"), tool("x/call", "echo"),
+		}})
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(manual)
+	}))
+	t.Cleanup(ms.Close)
+	e := newEnv(t, envOptions{})
+	e.register(`{"name":"gh","call_template_type":"http","url":"`+ms.URL+`/utcp"}`, registry.SourceAPI)
+
+	described := func(path, want string) {
+		t.Helper()
+		r := e.do(req{method: "GET", path: path})
+		var got front.Tool
+		if err := json.Unmarshal(r.body, &got); err != nil || r.status != 200 || got.Name != want {
+			t.Errorf("GET %s: %s, want tool %s", path, r, want)
+		}
+	}
+	described("/v1/tools/gh.repos/get", "gh.repos/get")
+	described("/v1/tools/gh.repos%2Fget", "gh.repos/get")
+	described("/v1/tools/repos/get", "gh.repos/get") // unqualified, unambiguous
+	described("/v1/tools/gh.a/b/c", "gh.a/b/c")
+	described("/v1/tools/gh.x%2Fcall", "gh.x/call")
+
+	called := func(path, body, want string) {
+		t.Helper()
+		r := e.do(req{method: "POST", path: path, body: body})
+		if r.status != 200 || !strings.Contains(string(r.body), want) {
+			t.Errorf("POST %s: %s, want 200 with %s", path, r, want)
+		}
+	}
+	called("/v1/tools/gh.repos/get/call", `{"arguments":{"owner":"o"}}`, `"owner":"o"`)
+	called("/v1/tools/gh.repos%2Fget/call", `{"arguments":{"owner":"p"}}`, `"owner":"p"`)
+	called("/v1/tools/repos/get/call", `{"arguments":{"owner":"q"}}`, `"owner":"q"`)
+	called("/v1/tools/gh.a/b/c/call", `{"arguments":{"a":2,"b":3}}`, `"sum":5`)
+	called("/v1/tools/gh.a%2Fb/c/call", `{"arguments":{"a":2,"b":4}}`, `"sum":6`)
+	called("/v1/tools/gh.x/call/call", `{"arguments":{"k":"one"}}`, `"k":"one"`)
+	called("/v1/tools/gh.x%2Fcall/call", `{"arguments":{"k":"two"}}`, `"k":"two"`)
+
+	r := e.do(req{method: "POST", path: "/v1/tools/gh.repos/get/stream", body: `{"arguments":{"owner":"s"}}`})
+	if r.status != 200 || !strings.HasPrefix(r.header.Get("Content-Type"), "text/event-stream") ||
+		!strings.Contains(string(r.body), "event: chunk") || !strings.Contains(string(r.body), `"owner":"s"`) || !strings.Contains(string(r.body), "event: end") {
+		t.Errorf("stream gh.repos/get: %s %v", r, r.header)
+	}
+
+	// The wrong method on a slashed name answers as on a plain one.
+	expectError(t, e.do(req{method: "GET", path: "/v1/tools/gh.repos/get/call"}), 405, utcp.CodeMethodNotAllowed)
+	expectError(t, e.do(req{method: "POST", path: "/v1/tools/gh.repos/get", body: `{}`}), 404, utcp.CodeNotFound) // no such route
+	expectError(t, e.do(req{method: "POST", path: "/v1/tools/gh.repos/nope/call", body: `{}`}), 404, utcp.CodeToolNotFound)
+	expectError(t, e.do(req{method: "GET", path: "/v1/tools/gh.repos/nope"}), 404, utcp.CodeToolNotFound)
+	// Other routes are not rewritten.
+	expectError(t, e.do(req{method: "GET", path: "/v1/reviews/a/b"}), 404, utcp.CodeNotFound)
+	e.alive()
 }
