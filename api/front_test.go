@@ -341,6 +341,28 @@ func TestFrontCall(t *testing.T) {
 	if r := e.do(req{method: "DELETE", path: "/v1/tools"}); r.header.Get("Allow") != "GET, HEAD" {
 		t.Errorf("Allow = %q, want GET, HEAD", r.header.Get("Allow"))
 	}
+	// Arguments sent without their wrapper: a hint, on /call and /stream;
+	// a body that has "arguments" and another field gets no hint.
+	for _, path := range []string{"/v1/tools/demo.add/call", "/v1/tools/demo.add/stream"} {
+		r := e.do(req{method: "POST", path: path, body: `{"b":2,"a":1}`})
+		expectError(t, r, 400, utcp.CodeInvalidRequest)
+		var env struct {
+			Error struct {
+				Message string         `json:"message"`
+				Details map[string]any `json:"details"`
+			} `json:"error"`
+		}
+		_ = json.Unmarshal(r.body, &env)
+		if !strings.Contains(env.Error.Message, `wrap the arguments: {"arguments": {...}}`) || !strings.Contains(env.Error.Message, `"a", "b"`) ||
+			env.Error.Details["hint"] != `wrap the arguments: {"arguments": {...}}` || env.Error.Details["field"] != "a" {
+			t.Errorf("POST %s with bare arguments: %s", path, r)
+		}
+	}
+	r = call("demo.add", `{"arguments":{"a":1,"b":2},"x":1}`)
+	expectError(t, r, 400, utcp.CodeInvalidRequest)
+	if strings.Contains(string(r.body), "wrap the arguments") {
+		t.Errorf("hint on a wrapped body: %s", r)
+	}
 	// The body of a wrong-type error names the field.
 	r = call("demo.add", `{"arguments":"x"}`)
 	if !strings.Contains(string(r.body), `"field":"arguments"`) {

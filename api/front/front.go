@@ -52,6 +52,8 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -284,9 +286,49 @@ func (h *Handler) prepare(w http.ResponseWriter, r *http.Request) (time.Duration
 	}
 	var req CallRequest
 	if err := httpx.DecodeStrict(buf.Bytes(), &req); err != nil {
-		return 0, nil, err
+		return 0, nil, unwrappedHint(buf.Bytes(), err)
 	}
 	return d, req.Arguments, nil
+}
+
+// wrapHint is the hint of a call body that holds the arguments without
+// their wrapper.
+const wrapHint = `wrap the arguments: {"arguments": {...}}`
+
+// unwrappedHint returns err, or for a body that is a JSON object without
+// an "arguments" field (the tool's arguments sent bare, {"a": 1}) an
+// invalid_request saying to wrap them.
+func unwrappedHint(body []byte, err error) error {
+	var top map[string]json.RawMessage
+	if json.Unmarshal(body, &top) != nil || len(top) == 0 {
+		return err
+	}
+	if _, ok := top["arguments"]; ok {
+		return err
+	}
+	fields := make([]string, 0, len(top))
+	for k := range top {
+		if len(k) > 64 {
+			k = strings.ToValidUTF8(k[:64], "") + "..."
+		}
+		fields = append(fields, k)
+	}
+	slices.Sort(fields)
+	shown := fields
+	if len(shown) > 5 {
+		shown = shown[:5]
+	}
+	return httpx.Errorf(utcp.CodeInvalidRequest, "the body has no \"arguments\" field but %s: a call body is {\"arguments\": {...}}; %s",
+		strings.Join(quoted(shown), ", "), wrapHint).WithDetail("field", fields[0]).WithDetail("hint", wrapHint)
+}
+
+// quoted returns every string of ss in Go quotes.
+func quoted(ss []string) []string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = strconv.Quote(s)
+	}
+	return out
 }
 
 func (h *Handler) call(w http.ResponseWriter, r *http.Request) {
