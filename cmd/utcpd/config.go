@@ -18,7 +18,7 @@ func newConfigCmd() *cobra.Command {
 		Short: "Work with configuration files",
 		Long: `config works with utcpd configuration files: UTCP client configurations (v1.1,
 or legacy v0.1; files of other UTCP clients load unchanged) with an optional
-"gateway" section for the daemon (see "utcpd serve --help").`,
+"gateway" section for the daemon (see docs/cli.md, "utcpd serve").`,
 	}
 	var strict bool
 	validate := &cobra.Command{
@@ -27,7 +27,7 @@ or legacy v0.1; files of other UTCP clients load unchanged) with an optional
 		Long: `validate loads FILE as a UTCP client configuration (v1.1, or legacy v0.1
 providers), parses every manual call template with its transport, and prints
 each problem as "file:line: json.path: message". It also checks the utcpd
-"gateway" section (see "utcpd serve --help"). Unknown fields are warnings
+"gateway" section (docs/cli.md, "utcpd serve"). Unknown fields are warnings
 (with the closest known field); --strict makes them errors.
 
 It exits 0 when the file is usable, 2 when it has errors.`,
