@@ -307,7 +307,9 @@ func newServer(opts Options) (*server, error) {
 	}
 	mux := http.NewServeMux()
 	mux.Handle(mcpfront.Path, mcpFront.Handler())
-	mux.Handle("/", rt)
+	// Tool names with "/" are routable with plain slashes
+	// (front.SlashNames).
+	mux.Handle("/", front.SlashNames(rt))
 	// One perimeter for every route (docs/security.md, "Web pages"):
 	// Host, Origin and Content-Type are checked before any handler runs.
 	perimeter := httpx.Perimeter{

@@ -120,8 +120,8 @@ type ExportQuery struct {
 	Limit int
 	// Options are the export options.
 	Options ExportOptions
-	// CodeMode puts the codemode.run tool first, in addition to Limit
-	// (and leaves out a registered tool of that name).
+	// CodeMode puts the codemode.run tool first, counted in Limit (and
+	// leaves out a registered tool of that name).
 	CodeMode bool
 }
 
@@ -157,6 +157,10 @@ func selectTools(g *gateway.Gateway, q ExportQuery) (tools, all []*utcp.Tool) {
 	if q.CodeMode {
 		tools = slices.DeleteFunc(slices.Clone(tools), func(t *utcp.Tool) bool { return t.Name == codemode.ToolName })
 		tools = append([]*utcp.Tool{codemode.Tool()}, tools...)
+		// codemode.run counts: Limit is the number of definitions.
+		if q.Limit > 0 && len(tools) > q.Limit {
+			tools = tools[:q.Limit]
+		}
 	}
 	return tools, all
 }

@@ -250,7 +250,7 @@ func printRegistered(cmd *cobra.Command, verb string, res admin.RegisterResponse
 		return writeJSON(cmd.OutOrStdout(), res)
 	}
 	out := cmd.OutOrStdout()
-	fmt.Fprintf(out, "%s manual %s with %d tool(s)\n", verb, res.Name, len(res.Tools))
+	fmt.Fprintf(out, "%s manual %s with %s\n", verb, res.Name, count(len(res.Tools), "tool", ""))
 	for _, t := range res.Tools {
 		fmt.Fprintf(out, "  %s\n", t)
 	}

@@ -12,7 +12,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -165,9 +164,9 @@ type restBackend struct {
 	poll time.Duration
 }
 
-// Tools reads every tool (GET /v1/tools, up to front.MaxLimit).
+// Tools reads every tool (GET /v1/tools, page by page).
 func (b *restBackend) Tools(ctx context.Context) ([]*utcp.Tool, error) {
-	tools, err := remoteTools(ctx, b.c, url.Values{"limit": {strconv.Itoa(front.MaxLimit)}})
+	tools, err := remoteTools(ctx, b.c, url.Values{}, 0)
 	if err != nil {
 		return nil, fromRemote(err)
 	}
