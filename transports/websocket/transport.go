@@ -116,12 +116,7 @@ type Transport struct {
 	log       *slog.Logger
 	pingEvery time.Duration
 	idleAfter time.Duration
-
-	mu     sync.Mutex
-	closed bool
-	slots  session.Slots[*conn] // by connKey
-	conns  map[*conn]struct{}   // every open connection
-	wg     sync.WaitGroup       // connection goroutines
+	pool      *session.Pool[*conn] // slots by connKey, open connections, their goroutines
 }
 
 // New returns a websocket Transport configured by opts.Config (a Config,
@@ -149,8 +144,7 @@ func New(opts transports.Options) (*Transport, error) {
 		log:       log,
 		pingEvery: time.Duration(cfg.PingInterval * float64(time.Millisecond)),
 		idleAfter: time.Duration(cfg.IdleTimeout * float64(time.Millisecond)),
-		slots:     session.Slots[*conn]{},
-		conns:     map[*conn]struct{}{},
+		pool:      session.NewPool[*conn](errClosed, errDeregistered),
 	}
 	if t.pingEvery == 0 {
 		t.pingEvery = DefaultPingInterval
@@ -194,12 +188,9 @@ func (t *Transport) RegisterManual(ctx context.Context, tmpl *utcp.CallTemplate)
 		return nil, err
 	}
 	m, err := t.discover(ctx, tmpl.Name, spec, auth)
-	t.mu.Lock()
-	if t.closed {
-		t.mu.Unlock()
+	if t.pool.Closed() {
 		return nil, errClosed
 	}
-	t.mu.Unlock()
 	return m, err
 }
 
@@ -272,18 +263,9 @@ func (t *Transport) CallToolStream(ctx context.Context, call *utcp.Call) (transp
 // and after a discovery that failed while the manual held none, so that
 // no connection nobody registered stays open).
 func (t *Transport) Release(ctx context.Context, tmpl *utcp.CallTemplate) error {
-	if tmpl == nil {
-		return nil
+	if tmpl != nil {
+		t.pool.Release(ctx, tmpl.Name)
 	}
-	name := tmpl.Name
-	t.mu.Lock()
-	if t.closed {
-		t.mu.Unlock()
-		return nil
-	}
-	victims := t.slots.Take(name)
-	t.mu.Unlock()
-	session.CloseSlots(ctx, victims, errDeregistered(name))
 	return nil
 }
 
@@ -291,22 +273,7 @@ func (t *Transport) Release(ctx context.Context, tmpl *utcp.CallTemplate) error 
 // unavailable), waits for their goroutines to end, and refuses later calls.
 // It is idempotent.
 func (t *Transport) Close() error {
-	t.mu.Lock()
-	if t.closed {
-		t.mu.Unlock()
-		return nil
-	}
-	t.closed = true
-	conns := make([]*conn, 0, len(t.conns))
-	for c := range t.conns {
-		conns = append(conns, c)
-	}
-	t.slots = session.Slots[*conn]{}
-	t.mu.Unlock()
-	for _, c := range conns {
-		c.closeGracefully(errClosed)
-	}
-	t.wg.Wait()
+	t.pool.Close()
 	return nil
 }
 
@@ -450,13 +417,10 @@ func (t *Transport) acquire(ctx context.Context, manual string, spec *Template, 
 	if envelope && !spec.envelope() {
 		key += "\x00envelope"
 	}
-	t.mu.Lock()
-	if t.closed {
-		t.mu.Unlock()
-		return nil, nil, errClosed
+	s, err := t.pool.Slot(key, manual)
+	if err != nil {
+		return nil, nil, err
 	}
-	s := t.slots.Get(key, manual)
-	t.mu.Unlock()
 	c, err := s.Get(ctx,
 		func(ctx context.Context) (*conn, error) { return t.dial(ctx, spec, auth, envelope, s) },
 		func(ctx context.Context) error { return ctxError(ctx, spec.URL) },
@@ -546,26 +510,14 @@ func (t *Transport) dial(ctx context.Context, spec *Template, auth *utcp.Auth, e
 		done:     make(chan struct{}),
 		lastUsed: time.Now(),
 	}
-	t.mu.Lock()
-	switch {
-	case t.closed:
-		err = errClosed
-	case s != nil && !t.slots.Holds(s):
-		err = errDeregistered(s.Manual)
+	serve := []func(){c.readLoop}
+	if c.keep {
+		serve = append(serve, c.heartbeat)
 	}
-	if err != nil {
-		t.mu.Unlock()
+	if err := t.pool.Adopt(c, s, serve...); err != nil {
 		ws.Close()
 		return nil, err
 	}
-	t.conns[c] = struct{}{}
-	t.wg.Add(1)
-	go c.readLoop()
-	if c.keep {
-		t.wg.Add(1)
-		go c.heartbeat()
-	}
-	t.mu.Unlock()
 	return c, nil
 }
 
@@ -775,11 +727,8 @@ func (c *conn) markClosing(err error) bool {
 // readLoop reads frames and hands each to the call it belongs to, until
 // the connection ends.
 func (c *conn) readLoop() {
-	defer c.t.wg.Done()
 	defer func() {
-		c.t.mu.Lock()
-		delete(c.t.conns, c)
-		c.t.mu.Unlock()
+		c.t.pool.Forget(c)
 		close(c.done)
 	}()
 	window := 2*c.t.pingEvery + 2*time.Second
@@ -876,7 +825,6 @@ func (c *conn) routeEnvelope(mt int, data []byte) error {
 
 // heartbeat pings a kept-alive connection and closes it once idle.
 func (c *conn) heartbeat() {
-	defer c.t.wg.Done()
 	tick := time.NewTicker(c.t.pingEvery)
 	defer tick.Stop()
 	for {
@@ -1135,16 +1083,7 @@ func (s *stream) Close() error {
 // sendCancel tells the server, in the background, that the caller of id
 // gave up.
 func (c *conn) sendCancel(id string) {
-	t := c.t
-	t.mu.Lock()
-	if t.closed {
-		t.mu.Unlock()
-		return
-	}
-	t.wg.Add(1)
-	t.mu.Unlock()
-	go func() {
-		defer t.wg.Done()
+	c.t.pool.Go(func() {
 		b, _ := json.Marshal(Frame{Type: FrameCancel, ID: id})
 		c.writeMu.Lock()
 		defer c.writeMu.Unlock()
@@ -1155,5 +1094,5 @@ func (c *conn) sendCancel(id string) {
 		if err := c.ws.WriteMessage(websocket.TextMessage, b); err != nil {
 			c.fail(&utcp.TransportError{Err: fmt.Errorf("websocket %s: sending a cancel frame: %w", c.url, err)})
 		}
-	}()
+	})
 }
