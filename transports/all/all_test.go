@@ -47,8 +47,8 @@ var methodOrder = []struct {
 // CONTRIBUTING.md ("Adding a transport"), in both directions: every
 // folder of transports/ with a transport.go is imported by
 // transports/all and registered under its folder's name, and every
-// registered transport has doc.go, template.go (with the Template type)
-// and transport.go (Info, the Transport type, New, then the methods in
+// registered transport has doc.go, template.go (Type, Template,
+// ParseTemplate) and transport.go (Info, the Transport type, New, then the methods in
 // the documented order), Endpoints in endpoints.go when it has one, a
 // conformance_test.go that calls transporttest.Run with its Info, tests
 // that serve its examples/servers/<type> demo, and a section in
@@ -188,7 +188,7 @@ func packageName(src map[string]*ast.File) string {
 }
 
 // checkShape checks where the package declares what (CONTRIBUTING.md):
-// template.go the Template type; transport.go Info, then the Transport
+// template.go Type, Template and ParseTemplate; transport.go Info, then the Transport
 // type, then New, then the Transport methods of methodOrder in that
 // order; endpoints.go the Endpoints method, when there is one.
 func checkShape(t *testing.T, folder string, src map[string]*ast.File) {
@@ -197,7 +197,7 @@ func checkShape(t *testing.T, folder string, src map[string]*ast.File) {
 		file string
 		pos  token.Pos
 	}
-	decls := map[string]place{}   // "var Info", "type Transport", "func New", "type Template"
+	decls := map[string]place{}   // "var Info", "type Transport", "func New", "const Type", …
 	methods := map[string]place{} // of Transport, by name
 	endpoints := []string{}       // files declaring an Endpoints method
 	for name, f := range src {
@@ -221,15 +221,17 @@ func checkShape(t *testing.T, folder string, src map[string]*ast.File) {
 						decls["type "+s.Name.Name] = place{name, s.Pos()}
 					case *ast.ValueSpec:
 						for _, n := range s.Names {
-							decls["var "+n.Name] = place{name, n.Pos()}
+							decls[d.Tok.String()+" "+n.Name] = place{name, n.Pos()}
 						}
 					}
 				}
 			}
 		}
 	}
-	if p, ok := decls["type Template"]; !ok || p.file != "template.go" {
-		t.Errorf("transports/%s: the Template type is not declared in template.go (found in %q)", folder, p.file)
+	for _, what := range []string{"const Type", "type Template", "func ParseTemplate"} {
+		if p, ok := decls[what]; !ok || p.file != "template.go" {
+			t.Errorf("transports/%s: %s is not declared in template.go (found in %q)", folder, what, p.file)
+		}
 	}
 	last, lastName := token.NoPos, ""
 	for _, what := range []string{"var Info", "type Transport", "func New"} {
