@@ -167,9 +167,9 @@ var (
 	errIdle = &utcp.TransportError{Err: errors.New("websocket: connection closed after being idle")}
 	// errDone closes a per-call connection after its call.
 	errDone = &utcp.TransportError{Err: errors.New("websocket: connection closed: no call needs it")}
-	// errAbandoned closes a message-mode connection whose call ended
-	// early: late answers could otherwise reach the next call.
-	errAbandoned = &utcp.TransportError{Err: errors.New("websocket: connection closed: a call using a message template ended early, and its late answers must not reach the next call")}
+	// errAbandoned closes a plain (not envelope) connection whose call
+	// ended early: late answers could otherwise reach the next call.
+	errAbandoned = &utcp.TransportError{Err: errors.New("websocket: connection closed: a call without the envelope ended early, and its late answers must not reach the next call")}
 )
 
 // RegisterManual asks the server at the manual template's URL for its
@@ -198,13 +198,15 @@ func (t *Transport) RegisterManual(ctx context.Context, tmpl *utcp.CallTemplate)
 // envelope it sends {"type":"call",...} and returns the result frame's
 // value, or the data of the event frames as a list when the call ends with
 // an end frame; an error frame is a *utcp.ToolError (tool_not_found when
-// its code says so). With a message template it sends the rendered
-// message and returns the first answer frame, converted by
-// response_format (an envelope frame in answer is read as above). A
+// its code says so). Without the envelope (the default) it sends the
+// rendered message, or the arguments as one JSON object, and returns the
+// first answer frame, converted by response_format (an envelope result,
+// event, end or error frame in answer is read as above). A
 // connection that drops, or a frame that breaks the envelope, is a
 // *utcp.TransportError; a call after DeregisterManual is
 // manual_not_found; the end of ctx or of the template's timeout returns
-// the context's error (and sends a cancel frame).
+// the context's error (and sends a cancel frame, or, without the
+// envelope, closes the connection).
 func (t *Transport) CallTool(ctx context.Context, call *utcp.Call) (*utcp.Result, error) {
 	s, err := t.start(ctx, call)
 	if err != nil {
@@ -248,12 +250,12 @@ func (t *Transport) CallTool(ctx context.Context, call *utcp.Call) (*utcp.Result
 // CallToolStream starts one call and returns its events as they arrive:
 // each event frame is an event (its event name in utcp.Event Type), a
 // result frame is one last event, an end frame ends the stream (io.EOF)
-// and an error frame ends it with a *utcp.ToolError. With a message
-// template every answer frame is an event (converted by response_format)
+// and an error frame ends it with a *utcp.ToolError. Without the
+// envelope every answer frame is an event (converted by response_format)
 // until an envelope end, result or error frame, or until the server
 // closes the connection normally. Closing the stream early sends a cancel
-// frame (envelope) or closes the connection (message template). Errors
-// are those of CallTool.
+// frame (envelope) or closes the connection (without it). Errors are
+// those of CallTool.
 func (t *Transport) CallToolStream(ctx context.Context, call *utcp.Call) (transports.Stream, error) {
 	return t.start(ctx, call)
 }
@@ -325,11 +327,82 @@ func (t *Transport) discover(ctx context.Context, manual string, spec *Template,
 		for _, w := range warnings {
 			t.log.Warn("manual served with problems", "manual", manual, "url", redact(spec.URL), "warning", w.String())
 		}
+		if f.id != "" { // an envelope manual frame: the server speaks the envelope
+			if spec.envelope() {
+				inheritEnvelope(m, spec.URL)
+			}
+			if n := plainTools(m, spec); n > 0 {
+				t.log.Warn("websocket server speaks the utcpd envelope, but tools of its manual are called without it",
+					"manual", manual, "url", redact(spec.URL), "tools", n, "hint", discoveryHint)
+			}
+		}
 		return m, nil
 	case FrameError:
 		return nil, fail("the server offers no manual: %s", f.err.Message).WithDetail("server_code", f.err.Code)
 	}
 	return nil, fail("the server answered a %q frame, not a manual", f.typ)
+}
+
+// inheritEnvelope sets "envelope": true in the websocket tool templates
+// of m that point at url, the manual template's, and set neither envelope
+// nor message: the manual's template says the server at url speaks the
+// envelope, and its answer to discovery showed it. This lets the admin
+// fix, in the manual template, the tool templates of a server written
+// when the envelope was the default.
+func inheritEnvelope(m *utcp.Manual, url string) {
+	for i := range m.Tools {
+		tt := m.Tools[i].ToolCallTemplate
+		if tt == nil || tt.Type != Type {
+			continue
+		}
+		var fields map[string]json.RawMessage
+		if json.Unmarshal(tt.Raw, &fields) != nil {
+			continue
+		}
+		var own string
+		if json.Unmarshal(fields["url"], &own) != nil || own != url {
+			continue
+		}
+		if _, ok := fields["envelope"]; ok {
+			continue
+		}
+		if msg := bytes.TrimSpace(fields["message"]); len(msg) > 0 && !bytes.Equal(msg, []byte("null")) {
+			continue
+		}
+		fields["envelope"] = json.RawMessage("true")
+		raw, err := json.Marshal(fields)
+		if err != nil {
+			continue
+		}
+		tt.Raw = raw
+		if sp, ok := tt.Spec.(*Template); ok {
+			sp.Envelope = true
+		}
+	}
+}
+
+// plainTools counts the tools of m that a call reaches without the
+// envelope: websocket tools whose own template, or, without one, the
+// manual's template spec, does not set envelope.
+func plainTools(m *utcp.Manual, spec *Template) int {
+	n := 0
+	for _, tool := range m.Tools {
+		tt := tool.ToolCallTemplate
+		switch {
+		case tt == nil:
+			if !spec.envelope() {
+				n++
+			}
+		case tt.Type == Type:
+			var own struct {
+				Envelope bool `json:"envelope"`
+			}
+			if json.Unmarshal(tt.Raw, &own) != nil || !own.Envelope {
+				n++
+			}
+		}
+	}
+	return n
 }
 
 // redact renders a template URL for messages.
@@ -351,9 +424,19 @@ func (t *Transport) start(ctx context.Context, call *utcp.Call) (*stream, error)
 		return nil, err
 	}
 	var payload []byte
-	if !spec.envelope() {
+	switch {
+	case spec.envelope():
+	case spec.hasMessage():
 		if payload, err = RenderMessage(spec.Message, call.Arguments); err != nil {
 			return nil, err
+		}
+	default: // python-utcp: the arguments as one JSON text frame
+		args := call.Arguments
+		if args == nil {
+			args = map[string]any{}
+		}
+		if payload, err = jsonx.Marshal(args); err != nil {
+			return nil, utcp.Errorf(utcp.CodeInvalidArguments, "websocket: cannot encode the arguments: %w", err)
 		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, spec.timeout())
@@ -404,20 +487,18 @@ func (t *Transport) start(ctx context.Context, call *utcp.Call) (*stream, error)
 
 // acquire returns a connection for a call of manual: the manual's shared
 // one (dialled when there is none, waiting out the backoff after failed
-// dials), or with keep_alive false a new one that release closes.
+// dials), or a new one that release closes with keep_alive false and for
+// the discovery (envelope set) of a template without the envelope, whose
+// calls could not share it.
 func (t *Transport) acquire(ctx context.Context, manual string, spec *Template, auth *utcp.Auth, envelope bool) (*conn, func(), error) {
-	if !spec.keepAlive() {
+	if !spec.keepAlive() || envelope && !spec.envelope() {
 		c, err := t.dial(ctx, spec, auth, envelope, nil)
 		if err != nil {
 			return nil, nil, err
 		}
 		return c, func() { c.closeGracefully(errDone) }, nil
 	}
-	key := connKey(manual, spec, auth)
-	if envelope && !spec.envelope() {
-		key += "\x00envelope"
-	}
-	s, err := t.pool.Slot(key, manual)
+	s, err := t.pool.Slot(connKey(manual, spec, auth), manual)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -543,7 +624,7 @@ type conn struct {
 	mu          sync.Mutex
 	calls       map[string]*pending
 	discoveries []*pending // oldest first: where a bare manual goes
-	current     *pending   // message mode: the call that owns the connection
+	current     *pending   // plain mode: the call that owns the connection
 	nextID      uint64
 	lastUsed    time.Time
 	err         error         // why the connection closed
@@ -551,7 +632,7 @@ type conn struct {
 	closing     chan struct{} // closed when the connection starts closing
 	done        chan struct{} // closed when the reader has ended
 
-	turn chan struct{} // message mode: held by the call in progress
+	turn chan struct{} // plain mode: held by the call in progress
 }
 
 // pending is one request in flight on a connection.
@@ -619,7 +700,7 @@ func (c *conn) forget(p *pending) {
 	c.mu.Unlock()
 }
 
-// takeTurn waits until p may use a message-mode connection.
+// takeTurn waits until p may use a plain (not envelope) connection.
 func (c *conn) takeTurn(ctx context.Context, p *pending) error {
 	select {
 	case c.turn <- struct{}{}:
@@ -807,7 +888,7 @@ func (c *conn) deliver(p *pending, f *inFrame) {
 func (c *conn) routeEnvelope(mt int, data []byte) error {
 	f, err := parseEnvelope(mt, data)
 	if err != nil {
-		return &utcp.TransportError{Err: fmt.Errorf("websocket %s: %w; the server does not speak the utcpd envelope (use a message template for other protocols): %s", c.url, err, excerpt(data, mt))}
+		return &utcp.TransportError{Err: fmt.Errorf("websocket %s: %w; the server does not speak the utcpd envelope (a call template without \"envelope\": true talks to it plainly): %s", c.url, err, excerpt(data, mt))}
 	}
 	c.mu.Lock()
 	p := c.calls[f.id]
@@ -846,13 +927,13 @@ func (c *conn) heartbeat() {
 
 // inFrame is one received frame, decoded.
 type inFrame struct {
-	typ    string // an envelope type; "" for a plain message-mode frame
+	typ    string // an envelope type; "" for a plain answer
 	id     string
 	value  any // result (result) or data (event)
 	event  string
 	err    *WireError
 	manual []byte
-	raw    []byte // message mode: the frame as received
+	raw    []byte // plain mode: the frame as received
 	binary bool
 	size   int
 }
@@ -909,11 +990,19 @@ func parseEnvelope(mt int, data []byte) (*inFrame, error) {
 	return f, nil
 }
 
-// envelopeTypes are the frames a message-mode call reads as envelope
+// plainHint and discoveryHint follow the errors and warnings that
+// suggest a utcpd-envelope server called without the envelope: templates
+// written when the envelope was the default.
+const (
+	plainHint     = `if the server speaks the utcpd envelope, set "envelope": true in the call template: without it utcpd sends the arguments as plain JSON, as python-utcp does`
+	discoveryHint = `set "envelope": true in the manual's call template (its tools at the same URL follow it) or in the tools' own templates: without it utcpd sends the arguments as plain JSON, as python-utcp does`
+)
+
+// envelopeTypes are the frames a plain-mode call reads as envelope
 // frames rather than as answers.
 var envelopeTypes = []string{FrameResult, FrameEvent, FrameEnd, FrameError}
 
-// plainValue converts a message-mode answer by response_format, and
+// plainValue converts a plain-mode answer by response_format, and
 // returns the event type for a stream ("binary" for base64 data).
 func plainValue(format string, f *inFrame) (any, string, error) {
 	switch format {
@@ -968,7 +1057,7 @@ type stream struct {
 	closeOnce sync.Once
 }
 
-// next returns the next frame of the call, reading message-mode frames as
+// next returns the next frame of the call, reading plain-mode frames as
 // envelope frames when they are; io.EOF or an error ends the call.
 func (s *stream) next() (*inFrame, error) {
 	s.mu.Lock()
@@ -992,6 +1081,9 @@ func (s *stream) next() (*inFrame, error) {
 	case FrameEnd:
 		return nil, s.finishLocked(io.EOF)
 	case FrameError:
+		if !s.envelope && f.err.Code == "invalid_request" {
+			return nil, s.finishLocked(&utcp.TransportError{Err: fmt.Errorf("websocket %s: the server refused the request: %s (%s)", s.c.url, f.err.Message, plainHint)})
+		}
 		return nil, s.finishLocked(f.err.CallError("websocket"))
 	}
 	return f, nil
@@ -1054,7 +1146,7 @@ func (s *stream) Recv() (*utcp.Event, error) {
 }
 
 // Close ends the call: when it had not finished, it sends a cancel frame
-// (envelope) or closes the connection (message template, whose late
+// (envelope) or closes the connection (without the envelope, whose late
 // answers could reach the next call). It is idempotent.
 func (s *stream) Close() error {
 	s.closeOnce.Do(func() {
