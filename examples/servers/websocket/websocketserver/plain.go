@@ -27,56 +27,36 @@ type plainError struct {
 // servePlainDiscovery answers every frame of type "utcp" with the bare
 // plain manual, and anything else with an invalid_request error frame.
 func (s *Server) servePlainDiscovery(w http.ResponseWriter, r *http.Request) {
-	ws := s.accept(w, r)
-	if ws == nil {
-		return
-	}
-	defer s.forget(ws)
-	p := &plainConn{ws: ws}
-	for {
-		mt, data, err := ws.ReadMessage()
-		if err != nil {
-			return
+	s.serveConn(w, r, func(ws *websocket.Conn) onFrame {
+		p := &plainConn{ws: ws}
+		return func(_ context.Context, _ func(func()), mt int, data []byte) {
+			var req struct {
+				Type string `json:"type"`
+			}
+			if mt != websocket.TextMessage || json.Unmarshal(data, &req) != nil || req.Type != "utcp" {
+				p.fail("invalid_request", `this endpoint answers {"type":"utcp"} with the manual; call the tools at /plain/{tool}`)
+				return
+			}
+			_ = p.send(PlainManual(wsBase(r), s.opts))
 		}
-		var req struct {
-			Type string `json:"type"`
-		}
-		if mt != websocket.TextMessage || json.Unmarshal(data, &req) != nil || req.Type != "utcp" {
-			p.fail("invalid_request", `this endpoint answers {"type":"utcp"} with the manual; call the tools at /plain/{tool}`)
-			continue
-		}
-		p.send(PlainManual(wsBase(r), s.opts))
-	}
+	})
 }
 
 // servePlainTool runs the tool of the path for each text frame, its
 // arguments; the connection closing cancels the call in progress.
 func (s *Server) servePlainTool(w http.ResponseWriter, r *http.Request) {
 	tool := r.PathValue("tool")
-	ws := s.accept(w, r)
-	if ws == nil {
-		return
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	p := &plainConn{ws: ws}
-	var wg sync.WaitGroup
-	defer func() {
-		cancel() // the connection is gone: cancel its call
-		wg.Wait()
-		s.forget(ws)
-	}()
-	for {
-		mt, data, err := ws.ReadMessage()
-		if err != nil {
-			return
+	s.serveConn(w, r, func(ws *websocket.Conn) onFrame {
+		p := &plainConn{ws: ws}
+		return func(ctx context.Context, goCall func(func()), mt int, data []byte) {
+			var args map[string]any
+			if mt != websocket.TextMessage || json.Unmarshal(data, &args) != nil {
+				p.fail("invalid_request", "expected the arguments as a JSON object in a text frame")
+				return
+			}
+			goCall(func() { s.runPlain(ctx, p, tool, orEmpty(args)) })
 		}
-		var args map[string]any
-		if mt != websocket.TextMessage || json.Unmarshal(data, &args) != nil {
-			p.fail("invalid_request", "expected the arguments as a JSON object in a text frame")
-			continue
-		}
-		wg.Go(func() { s.runPlain(ctx, p, tool, orEmpty(args)) })
-	}
+	})
 }
 
 // runPlain carries out one plain call: the result as one frame, or

@@ -248,13 +248,20 @@ func (s *Server) forget(ws *websocket.Conn) {
 	s.mu.Unlock()
 }
 
-func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
+// onFrame handles one message of a connection. goCall starts a goroutine
+// for a call: ctx ends when the connection does, and the connection
+// closes once every such goroutine has returned.
+type onFrame func(ctx context.Context, goCall func(func()), mt int, data []byte)
+
+// serveConn upgrades r and hands each message to the handler start
+// returns for the connection, until the connection ends.
+func (s *Server) serveConn(w http.ResponseWriter, r *http.Request, start func(ws *websocket.Conn) onFrame) {
 	ws := s.accept(w, r)
 	if ws == nil {
 		return
 	}
+	handle := start(ws)
 	ctx, cancel := context.WithCancel(context.Background())
-	sess := &session{s: s, ws: ws, base: wsBase(r), calls: map[string]context.CancelFunc{}}
 	var wg sync.WaitGroup
 	defer func() {
 		cancel() // the connection is gone: cancel its calls
@@ -266,38 +273,50 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			return
 		}
-		var f frame
-		if mt != websocket.TextMessage || json.Unmarshal(data, &f) != nil || f.Type == "" {
-			sess.send(frame{Type: "error", Error: &wireError{Code: "invalid_request", Message: "expected a JSON text frame of the utcpd envelope"}})
-			continue
+		handle(ctx, wg.Go, mt, data)
+	}
+}
+
+func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
+	s.serveConn(w, r, func(ws *websocket.Conn) onFrame {
+		sess := &session{s: s, ws: ws, base: wsBase(r), calls: map[string]context.CancelFunc{}}
+		return sess.handle
+	})
+}
+
+// handle answers one envelope frame.
+func (sess *session) handle(ctx context.Context, goCall func(func()), mt int, data []byte) {
+	var f frame
+	if mt != websocket.TextMessage || json.Unmarshal(data, &f) != nil || f.Type == "" {
+		sess.send(frame{Type: "error", Error: &wireError{Code: "invalid_request", Message: "expected a JSON text frame of the utcpd envelope"}})
+		return
+	}
+	id := string(f.ID)
+	switch f.Type {
+	case "utcp":
+		sess.send(frame{Type: "manual", ID: f.ID, Manual: sess.s.manual(sess.base, sess.ws.Subprotocol())})
+	case "cancel":
+		sess.mu.Lock()
+		if stop := sess.calls[id]; stop != nil {
+			stop()
 		}
-		id := string(f.ID)
-		switch f.Type {
-		case "utcp":
-			sess.send(frame{Type: "manual", ID: f.ID, Manual: s.manual(sess.base, ws.Subprotocol())})
-		case "cancel":
-			sess.mu.Lock()
-			if stop := sess.calls[id]; stop != nil {
+		sess.mu.Unlock()
+	case "call":
+		cctx, stop := context.WithCancel(ctx)
+		sess.mu.Lock()
+		sess.calls[id] = stop
+		sess.mu.Unlock()
+		goCall(func() {
+			defer func() {
 				stop()
-			}
-			sess.mu.Unlock()
-		case "call":
-			cctx, stop := context.WithCancel(ctx)
-			sess.mu.Lock()
-			sess.calls[id] = stop
-			sess.mu.Unlock()
-			wg.Go(func() {
-				defer func() {
-					stop()
-					sess.mu.Lock()
-					delete(sess.calls, id)
-					sess.mu.Unlock()
-				}()
-				sess.run(cctx, f)
-			})
-		default:
-			sess.send(frame{Type: "error", ID: f.ID, Error: &wireError{Code: "invalid_request", Message: "unknown frame type " + f.Type}})
-		}
+				sess.mu.Lock()
+				delete(sess.calls, id)
+				sess.mu.Unlock()
+			}()
+			sess.run(cctx, f)
+		})
+	default:
+		sess.send(frame{Type: "error", ID: f.ID, Error: &wireError{Code: "invalid_request", Message: "unknown frame type " + f.Type}})
 	}
 }
 
