@@ -335,30 +335,6 @@ func TestPlainDefault(t *testing.T) {
 	}
 }
 
-// syncBuffer is a strings.Builder safe for the transport's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) Reset() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.b.Reset()
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // TestPlainAgainstEnvelopeServer: templates written when the envelope
 // was the default, without "envelope": true, meet a server that speaks
 // the envelope. Discovery works and warns, naming how many tools would be
@@ -395,12 +371,16 @@ func TestPlainAgainstEnvelopeServer(t *testing.T) {
 			}
 		}
 	})
-	var logs syncBuffer
-	tr, err := websocket.New(transports.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
-	if err != nil {
-		t.Fatal(err)
+	logged := func() (*websocket.Transport, *transporttest.SyncBuffer) {
+		var logs transporttest.SyncBuffer
+		tr, err := websocket.New(transports.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { tr.Close() })
+		return tr, &logs
 	}
-	t.Cleanup(func() { tr.Close() })
+	tr, logs := logged()
 	envelopeOf := func(m *utcp.Manual, tool string) bool {
 		for _, tl := range m.Tools {
 			if tl.Name == tool {
@@ -432,7 +412,7 @@ func TestPlainAgainstEnvelopeServer(t *testing.T) {
 		t.Errorf("call without the envelope: %v, want a transport_error saying to set \"envelope\": true", err)
 	}
 
-	logs.Reset()
+	tr, logs = logged()
 	fixed := tmpl(t, map[string]any{"name": "fixed", "url": url, "envelope": true})
 	if m, err = tr.RegisterManual(t.Context(), fixed); err != nil {
 		t.Fatalf("RegisterManual with the envelope: %v", err)
@@ -856,20 +836,27 @@ func TestStreamEvents(t *testing.T) {
 	st.Close()
 }
 
+// startWSPeer starts testdata/<script> on the ws npm peer (gated by
+// transporttest.NPMPeer) and returns its ws:// URL.
+func startWSPeer(t *testing.T, script string) string {
+	t.Helper()
+	peer := transporttest.NPMPeer(t, "ws")
+	var hello struct {
+		Port    int    `json:"port"`
+		Version string `json:"ws_version"`
+	}
+	peer.Start(t, filepath.Join("testdata", script), &hello)
+	t.Logf("%s: ws %s serving on 127.0.0.1:%d", script, hello.Version, hello.Port)
+	return fmt.Sprintf("ws://127.0.0.1:%d/", hello.Port)
+}
+
 // TestNodePeer runs the transport against a WebSocket server built on the
 // ws npm package (testdata/echo-server.mjs), a third-party implementation
 // of the protocol. It needs node and `npm ci` in testdata/peer; set
 // UTCPD_NPM_PEERS=1 to run it (CI does), and it fails when that is set
 // and the peer is missing.
 func TestNodePeer(t *testing.T) {
-	peer := transporttest.NPMPeer(t, "ws")
-	var hello struct {
-		Port    int    `json:"port"`
-		Version string `json:"ws_version"`
-	}
-	peer.Start(t, filepath.Join("testdata", "echo-server.mjs"), &hello)
-	t.Logf("ws %s serving on 127.0.0.1:%d", hello.Version, hello.Port)
-	url := fmt.Sprintf("ws://127.0.0.1:%d/", hello.Port)
+	url := startWSPeer(t, "echo-server.mjs")
 
 	tr := newTransport(t, nil)
 	ct := tmpl(t, map[string]any{"envelope": true, "name": "peer", "url": url, "protocol": "utcpd.v1"})
@@ -923,16 +910,8 @@ func TestNodePeer(t *testing.T) {
 // as one JSON text frame with one frame; count streams a frame a number
 // and ends with a normal close. Gated like TestNodePeer.
 func TestNodePeerPlain(t *testing.T) {
-	peer := transporttest.NPMPeer(t, "ws")
-	var hello struct {
-		Port    int    `json:"port"`
-		Version string `json:"ws_version"`
-	}
-	peer.Start(t, filepath.Join("testdata", "plain-server.mjs"), &hello)
-	t.Logf("ws %s serving plain frames on 127.0.0.1:%d", hello.Version, hello.Port)
-
 	tr := newTransport(t, nil)
-	ct := tmpl(t, map[string]any{"name": "plain", "url": fmt.Sprintf("ws://127.0.0.1:%d/", hello.Port)})
+	ct := tmpl(t, map[string]any{"name": "plain", "url": startWSPeer(t, "plain-server.mjs")})
 	m, err := tr.RegisterManual(t.Context(), ct)
 	if err != nil {
 		t.Fatalf("RegisterManual: %v", err)
