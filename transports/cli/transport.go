@@ -29,8 +29,8 @@ import (
 
 // Info describes the cli transport to a transports.Registry.
 var Info = transports.Info{
-	Type:          "cli",
-	ParseTemplate: parseTemplate,
+	Type:          Type,
+	ParseTemplate: ParseTemplate,
 	New:           transports.Constructor(New),
 	Template:      new(Template),
 }
@@ -132,7 +132,7 @@ func New(opts transports.Options) (*Transport, error) {
 // tool_call_template keep none. Every failure is a discovery_failed
 // error.
 func (t *Transport) RegisterManual(ctx context.Context, tmpl *utcp.CallTemplate) (*utcp.Manual, error) {
-	spec, _, err := transports.SpecOf[Template](tmpl, "cli", parseTemplate)
+	spec, _, err := transports.SpecOf[Template](tmpl, Type, ParseTemplate)
 	if err != nil {
 		return nil, err
 	}
@@ -171,7 +171,7 @@ func (t *Transport) RegisterManual(ctx context.Context, tmpl *utcp.CallTemplate)
 // whole process group; output over the cap kills it too and fails with
 // payload_too_large.
 func (t *Transport) CallTool(ctx context.Context, call *utcp.Call) (*utcp.Result, error) {
-	spec, _, err := transports.SpecOf[Template](call.Template, "cli", parseTemplate)
+	spec, _, err := transports.SpecOf[Template](call.Template, Type, ParseTemplate)
 	if err != nil {
 		return nil, err
 	}
@@ -210,7 +210,7 @@ func (t *Transport) CallTool(ctx context.Context, call *utcp.Call) (*utcp.Result
 // (payload_too_large); a stream has no cap on its total size. Closing the
 // stream kills the process group.
 func (t *Transport) CallToolStream(ctx context.Context, call *utcp.Call) (transports.Stream, error) {
-	spec, _, err := transports.SpecOf[Template](call.Template, "cli", parseTemplate)
+	spec, _, err := transports.SpecOf[Template](call.Template, Type, ParseTemplate)
 	if err != nil {
 		return nil, err
 	}

@@ -19,8 +19,8 @@ import (
 
 // Info describes the file transport to a transports.Registry.
 var Info = transports.Info{
-	Type:          "file",
-	ParseTemplate: parseTemplate,
+	Type:          Type,
+	ParseTemplate: ParseTemplate,
 	New:           transports.Constructor(New),
 	Template:      new(Template),
 }
@@ -73,7 +73,7 @@ var errClosed = utcp.NewError(utcp.CodeUnavailable, "file: transport closed")
 // document (converted) or a UTCP manual. Failures are discovery_failed
 // errors that name the file and the problem.
 func (t *Transport) RegisterManual(ctx context.Context, tmpl *utcp.CallTemplate) (*utcp.Manual, error) {
-	spec, _, err := transports.SpecOf[Template](tmpl, "file", parseTemplate)
+	spec, _, err := transports.SpecOf[Template](tmpl, Type, ParseTemplate)
 	if err != nil {
 		return nil, err
 	}
@@ -124,7 +124,7 @@ func (t *Transport) RegisterManual(ctx context.Context, tmpl *utcp.CallTemplate)
 // A file that cannot be read is a *utcp.TransportError; one over the size
 // cap is payload_too_large.
 func (t *Transport) CallTool(ctx context.Context, call *utcp.Call) (*utcp.Result, error) {
-	spec, _, err := transports.SpecOf[Template](call.Template, "file", parseTemplate)
+	spec, _, err := transports.SpecOf[Template](call.Template, Type, ParseTemplate)
 	if err != nil {
 		return nil, err
 	}

@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -329,36 +328,12 @@ func (t *Transport) CallTool(ctx context.Context, call *utcp.Call) (*utcp.Result
 		}
 		return &utcp.Result{Value: v}, nil
 	}
-	var events []any
-	var size int64
-	for {
-		f, err := x.next()
-		if err != nil {
-			x.finish(false)
-			return nil, err
-		}
-		switch f.Type {
-		case FrameResult:
-			x.finish(true)
-			return &utcp.Result{Value: jsonx.DecodeOptional(f.Result)}, nil
-		case FrameEvent:
-			size += int64(len(f.Data))
-			if size > x.spec.maxResponse() {
-				x.finish(false)
-				return nil, transports.TooLarge(x.spec.maxResponse())
-			}
-			events = append(events, jsonx.DecodeOptional(f.Data))
-		case FrameEnd:
-			x.finish(true)
-			if events == nil {
-				events = []any{}
-			}
-			return &utcp.Result{Value: events}, nil
-		case FrameError:
-			x.finish(true)
-			return nil, envelope.DecodeWireError(f.Error).CallError("tcp")
-		}
+	v, ended, err := envelope.Collect(x.next, "tcp", x.spec.maxResponse())
+	x.finish(ended)
+	if err != nil {
+		return nil, err
 	}
+	return &utcp.Result{Value: v}, nil
 }
 
 // CallToolStream starts one call. In envelope mode each event frame is an
@@ -381,7 +356,7 @@ func (t *Transport) CallToolStream(ctx context.Context, call *utcp.Call) (transp
 	if err != nil {
 		return nil, err
 	}
-	return &stream{x: x}, nil
+	return envelope.NewStream("tcp", x.next, x.finish, nil), nil
 }
 
 // Release closes the manual's pooled connections (transports.Count calls
@@ -640,96 +615,8 @@ func (x *exchange) wrap(err error, doing string) error {
 	return &utcp.TransportError{Err: fmt.Errorf("tcp: %s from %s: %w", doing, x.spec.addr(), err)}
 }
 
-// wireFrame is an envelope frame as read.
-type wireFrame struct {
-	Type   string          `json:"type"`
-	ID     json.RawMessage `json:"id"`
-	Result json.RawMessage `json:"result"`
-	Event  string          `json:"event"`
-	Data   json.RawMessage `json:"data"`
-	Error  json.RawMessage `json:"error"`
-}
-
-// next reads envelope frames until one belongs to this call. A frame that
-// is not an envelope is a transport_error quoting it.
-func (x *exchange) next() (*wireFrame, error) {
-	for {
-		data, err := x.read()
-		if err != nil {
-			return nil, err
-		}
-		var f wireFrame
-		if json.Unmarshal(data, &f) != nil || f.Type == "" {
-			return nil, &utcp.TransportError{Err: fmt.Errorf("tcp: %s answered something that is not a utcpd envelope frame: %s", x.spec.addr(), jsonx.Excerpt(data))}
-		}
-		switch f.Type {
-		case FrameResult, FrameEvent, FrameEnd, FrameError:
-		default:
-			return nil, &utcp.TransportError{Err: fmt.Errorf("tcp: %s answered a frame of unknown type %q", x.spec.addr(), f.Type)}
-		}
-		if envelope.FrameID(f.ID) != x.id {
-			continue // a late answer for an earlier call
-		}
-		return &f, nil
-	}
-}
-
-// stream is one envelope call read event by event.
-type stream struct {
-	x    *exchange
-	mu   sync.Mutex
-	done bool
-	err  error // returned by Recv once done
-}
-
-// Recv returns the next event, io.EOF after the end frame (or after a
-// result frame's event), or the error that ended the call.
-func (s *stream) Recv() (*utcp.Event, error) {
-	s.mu.Lock()
-	if s.done {
-		err := s.err
-		s.mu.Unlock()
-		return nil, err
-	}
-	s.mu.Unlock()
-	f, err := s.x.next()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.done {
-		return nil, s.err
-	}
-	if err != nil {
-		s.end(err, false)
-		return nil, err
-	}
-	switch f.Type {
-	case FrameEvent:
-		return &utcp.Event{Type: f.Event, Data: jsonx.DecodeOptional(f.Data)}, nil
-	case FrameResult:
-		s.end(io.EOF, true)
-		return &utcp.Event{Data: jsonx.DecodeOptional(f.Result)}, nil
-	case FrameEnd:
-		s.end(io.EOF, true)
-		return nil, io.EOF
-	}
-	err = envelope.DecodeWireError(f.Error).CallError("tcp")
-	s.end(err, true)
-	return nil, err
-}
-
-func (s *stream) end(err error, reusable bool) {
-	s.done = true
-	s.err = err
-	s.x.finish(reusable)
-}
-
-// Close ends the call; before its end it closes the connection, so the
-// server sees the caller go away. It is idempotent.
-func (s *stream) Close() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !s.done {
-		s.end(utcp.NewError(utcp.CodeCanceled, "tcp: stream closed"), false)
-	}
-	return nil
+// next reads envelope frames until one belongs to this call (see
+// envelope.NextAnswer).
+func (x *exchange) next() (*envelope.Answer, error) {
+	return envelope.NextAnswer(x.read, "tcp", "frame", x.spec.addr(), x.id)
 }

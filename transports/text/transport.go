@@ -14,8 +14,8 @@ import (
 
 // Info describes the text transport to a transports.Registry.
 var Info = transports.Info{
-	Type:          "text",
-	ParseTemplate: parseTemplate,
+	Type:          Type,
+	ParseTemplate: ParseTemplate,
 	New: func(opts transports.Options) (transports.Transport, error) {
 		return New(opts), nil
 	},
@@ -55,7 +55,7 @@ var errClosed = utcp.NewError(utcp.CodeUnavailable, "text: transport closed")
 // document (converted) or a UTCP manual. Failures are discovery_failed
 // errors that name the problem.
 func (t *Transport) RegisterManual(ctx context.Context, tmpl *utcp.CallTemplate) (*utcp.Manual, error) {
-	spec, _, err := transports.SpecOf[Template](tmpl, "text", parseTemplate)
+	spec, _, err := transports.SpecOf[Template](tmpl, Type, ParseTemplate)
 	if err != nil {
 		return nil, err
 	}
@@ -79,7 +79,7 @@ func (t *Transport) RegisterManual(ctx context.Context, tmpl *utcp.CallTemplate)
 // CallTool returns the tool template's content: decoded JSON when it
 // parses, else the text. The arguments are ignored.
 func (t *Transport) CallTool(ctx context.Context, call *utcp.Call) (*utcp.Result, error) {
-	spec, _, err := transports.SpecOf[Template](call.Template, "text", parseTemplate)
+	spec, _, err := transports.SpecOf[Template](call.Template, Type, ParseTemplate)
 	if err != nil {
 		return nil, err
 	}

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"strconv"
@@ -148,61 +147,42 @@ func (t *Transport) CallTool(ctx context.Context, call *utcp.Call) (*utcp.Result
 	if err != nil {
 		return nil, err
 	}
-	clean := false
-	defer func() { x.finish(clean) }()
-	if !x.spec.Envelope {
-		n := x.spec.datagrams()
-		var vals []any
-		var size int64
-		for range n {
-			data, err := x.read()
-			if err != nil {
-				return nil, err
-			}
-			if size += int64(len(data)); size > x.spec.maxResponse() {
-				return nil, transports.TooLarge(x.spec.maxResponse())
-			}
-			v, err := socket.ConvertResponse("udp", x.spec.responseFormat(), data)
-			if err != nil {
-				return nil, err
-			}
-			vals = append(vals, v)
-		}
-		switch n {
-		case 0:
-			return &utcp.Result{}, nil
-		case 1:
-			return &utcp.Result{Value: vals[0]}, nil
-		}
-		return &utcp.Result{Value: vals}, nil
-	}
-	var events []any
-	var size int64
-	for {
-		f, err := x.next()
-		if err != nil {
+	if x.spec.Envelope {
+		v, ended, err := envelope.Collect(x.next, "udp", x.spec.maxResponse())
+		if !ended {
 			x.sendCancel()
+		}
+		x.finish(ended)
+		if err != nil {
 			return nil, err
 		}
-		clean = f.Type != FrameEvent
-		switch f.Type {
-		case FrameResult:
-			return &utcp.Result{Value: jsonx.DecodeOptional(f.Result)}, nil
-		case FrameEvent:
-			if size += int64(len(f.Data)); size > x.spec.maxResponse() {
-				x.sendCancel()
-				return nil, transports.TooLarge(x.spec.maxResponse())
-			}
-			events = append(events, jsonx.DecodeOptional(f.Data))
-		case FrameEnd:
-			if events == nil {
-				events = []any{}
-			}
-			return &utcp.Result{Value: events}, nil
-		case FrameError:
-			return nil, envelope.DecodeWireError(f.Error).CallError("udp")
-		}
+		return &utcp.Result{Value: v}, nil
 	}
+	defer x.finish(false) // a socket without the envelope is never reused
+	n := x.spec.datagrams()
+	var vals []any
+	var size int64
+	for range n {
+		data, err := x.read()
+		if err != nil {
+			return nil, err
+		}
+		if size += int64(len(data)); size > x.spec.maxResponse() {
+			return nil, transports.TooLarge(x.spec.maxResponse())
+		}
+		v, err := socket.ConvertResponse("udp", x.spec.responseFormat(), data)
+		if err != nil {
+			return nil, err
+		}
+		vals = append(vals, v)
+	}
+	switch n {
+	case 0:
+		return &utcp.Result{}, nil
+	case 1:
+		return &utcp.Result{Value: vals[0]}, nil
+	}
+	return &utcp.Result{Value: vals}, nil
 }
 
 // CallToolStream starts one call. In envelope mode each event datagram is
@@ -225,7 +205,7 @@ func (t *Transport) CallToolStream(ctx context.Context, call *utcp.Call) (transp
 	if err != nil {
 		return nil, err
 	}
-	return &stream{x: x}, nil
+	return envelope.NewStream("udp", x.next, x.finish, x.sendCancel), nil
 }
 
 // Release closes the manual's idle sockets (transports.Count calls it
@@ -434,97 +414,8 @@ func (x *exchange) wrap(err error) error {
 	return &utcp.TransportError{Err: fmt.Errorf("udp: %s: %w", x.spec.addr(), err)}
 }
 
-type wireFrame struct {
-	Type   string          `json:"type"`
-	ID     json.RawMessage `json:"id"`
-	Result json.RawMessage `json:"result"`
-	Event  string          `json:"event"`
-	Data   json.RawMessage `json:"data"`
-	Error  json.RawMessage `json:"error"`
-}
-
-// next reads datagrams until one of this call's envelope frames comes. A
-// datagram that is not an envelope is a transport_error quoting it.
-func (x *exchange) next() (*wireFrame, error) {
-	for {
-		data, err := x.readShared() // json.RawMessage fields copy what they keep
-		if err != nil {
-			return nil, err
-		}
-		var f wireFrame
-		if json.Unmarshal(data, &f) != nil || f.Type == "" {
-			return nil, &utcp.TransportError{Err: fmt.Errorf("udp: %s answered something that is not a utcpd envelope datagram: %s", x.spec.addr(), jsonx.Excerpt(data))}
-		}
-		switch f.Type {
-		case FrameResult, FrameEvent, FrameEnd, FrameError:
-		default:
-			return nil, &utcp.TransportError{Err: fmt.Errorf("udp: %s answered a datagram of unknown type %q", x.spec.addr(), f.Type)}
-		}
-		if envelope.FrameID(f.ID) != x.id {
-			continue
-		}
-		return &f, nil
-	}
-}
-
-// stream is one envelope call read datagram by datagram.
-type stream struct {
-	x    *exchange
-	mu   sync.Mutex
-	done bool
-	err  error
-}
-
-// Recv returns the next event, io.EOF after the end datagram (or after a
-// result datagram's event), or the error that ended the call.
-func (s *stream) Recv() (*utcp.Event, error) {
-	s.mu.Lock()
-	if s.done {
-		err := s.err
-		s.mu.Unlock()
-		return nil, err
-	}
-	s.mu.Unlock()
-	f, err := s.x.next()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.done {
-		return nil, s.err
-	}
-	if err != nil {
-		s.x.sendCancel()
-		s.end(err, false)
-		return nil, err
-	}
-	switch f.Type {
-	case FrameEvent:
-		return &utcp.Event{Type: f.Event, Data: jsonx.DecodeOptional(f.Data)}, nil
-	case FrameResult:
-		s.end(io.EOF, true)
-		return &utcp.Event{Data: jsonx.DecodeOptional(f.Result)}, nil
-	case FrameEnd:
-		s.end(io.EOF, true)
-		return nil, io.EOF
-	}
-	err = envelope.DecodeWireError(f.Error).CallError("udp")
-	s.end(err, true)
-	return nil, err
-}
-
-func (s *stream) end(err error, reusable bool) {
-	s.done = true
-	s.err = err
-	s.x.finish(reusable)
-}
-
-// Close ends the call; before its end it sends a cancel datagram (best
-// effort) and closes the socket. It is idempotent.
-func (s *stream) Close() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !s.done {
-		s.x.sendCancel()
-		s.end(utcp.NewError(utcp.CodeCanceled, "udp: stream closed"), false)
-	}
-	return nil
+// next reads datagrams until one of this call's envelope frames comes
+// (see envelope.NextAnswer).
+func (x *exchange) next() (*envelope.Answer, error) {
+	return envelope.NextAnswer(x.readShared, "udp", "datagram", x.spec.addr(), x.id) // json.RawMessage fields copy what they keep
 }

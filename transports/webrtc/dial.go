@@ -54,22 +54,10 @@ func (t *Transport) dial(ctx context.Context, spec *Template, auth *utcp.Auth, s
 		closing: make(chan struct{}),
 		done:    make(chan struct{}),
 	}
-	t.mu.Lock()
-	switch {
-	case t.closed:
-		err = errClosed
-	case s != nil && !t.slots.Holds(s):
-		err = errDeregistered(s.Manual)
-	}
-	if err != nil {
-		t.mu.Unlock()
+	if err := t.pool.Adopt(p, s, p.closer); err != nil {
 		_ = pc.GracefulClose()
 		return nil, err
 	}
-	t.peers[p] = struct{}{}
-	t.wg.Add(1)
-	go p.closer()
-	t.mu.Unlock()
 
 	if err := t.connect(ctx, p, spec, auth, u); err != nil {
 		p.fail(err)

@@ -83,12 +83,7 @@ type Transport struct {
 	client *http.Client // signaling requests
 	tokens transports.TokenSource
 	log    *slog.Logger
-
-	mu     sync.Mutex
-	closed bool
-	slots  session.Slots[*peer] // by connKey
-	peers  map[*peer]struct{}   // every peer connection not yet torn down
-	wg     sync.WaitGroup       // peer connection goroutines
+	pool   *session.Pool[*peer] // slots by connKey, peer connections not yet torn down, their goroutines
 }
 
 // New returns a webrtc Transport configured by opts.Config (a Config,
@@ -126,8 +121,7 @@ func New(opts transports.Options) (*Transport, error) {
 		client: httpclient.New(httpclient.Options{}),
 		tokens: opts.Tokens,
 		log:    log,
-		slots:  session.Slots[*peer]{},
-		peers:  map[*peer]struct{}{},
+		pool:   session.NewPool[*peer](errClosed, errDeregistered),
 	}
 	if t.tokens == nil {
 		t.tokens = oauth2.NewTokenCache(nil)
@@ -158,12 +152,9 @@ func (t *Transport) RegisterManual(ctx context.Context, tmpl *utcp.CallTemplate)
 		return nil, err
 	}
 	m, err := t.discover(ctx, tmpl.Name, spec, auth)
-	t.mu.Lock()
-	if t.closed {
-		t.mu.Unlock()
+	if t.pool.Closed() {
 		return nil, errClosed
 	}
-	t.mu.Unlock()
 	return m, err
 }
 
@@ -221,18 +212,9 @@ func (t *Transport) CallToolStream(ctx context.Context, call *utcp.Call) (transp
 // and after a discovery that failed while the manual held none, so that
 // no connection nobody registered stays open).
 func (t *Transport) Release(ctx context.Context, tmpl *utcp.CallTemplate) error {
-	if tmpl == nil {
-		return nil
+	if tmpl != nil {
+		t.pool.Release(ctx, tmpl.Name)
 	}
-	name := tmpl.Name
-	t.mu.Lock()
-	if t.closed {
-		t.mu.Unlock()
-		return nil
-	}
-	victims := t.slots.Take(name)
-	t.mu.Unlock()
-	session.CloseSlots(ctx, victims, errDeregistered(name))
 	return nil
 }
 
@@ -240,23 +222,9 @@ func (t *Transport) Release(ctx context.Context, tmpl *utcp.CallTemplate) error 
 // unavailable), waits until pion's goroutines of those connections have
 // ended, and refuses later calls. It is idempotent.
 func (t *Transport) Close() error {
-	t.mu.Lock()
-	if t.closed {
-		t.mu.Unlock()
-		return nil
+	if t.pool.Close() {
+		t.client.CloseIdleConnections()
 	}
-	t.closed = true
-	peers := make([]*peer, 0, len(t.peers))
-	for p := range t.peers {
-		peers = append(peers, p)
-	}
-	t.slots = session.Slots[*peer]{}
-	t.mu.Unlock()
-	for _, p := range peers {
-		p.fail(errClosed)
-	}
-	t.wg.Wait()
-	t.client.CloseIdleConnections()
 	return nil
 }
 
@@ -373,14 +341,10 @@ type toolCall struct {
 // acquire returns the manual's shared peer connection, connecting when
 // there is none (waiting out the backoff after failed attempts).
 func (t *Transport) acquire(ctx context.Context, manual string, spec *Template, auth *utcp.Auth) (*peer, error) {
-	key := connKey(manual, spec, auth)
-	t.mu.Lock()
-	if t.closed {
-		t.mu.Unlock()
-		return nil, errClosed
+	s, err := t.pool.Slot(connKey(manual, spec, auth), manual)
+	if err != nil {
+		return nil, err
 	}
-	s := t.slots.Get(key, manual)
-	t.mu.Unlock()
 	return s.Get(ctx,
 		func(ctx context.Context) (*peer, error) { return t.dial(ctx, spec, auth, s) },
 		func(ctx context.Context) error { return ctxError(ctx, spec) },
@@ -552,14 +516,11 @@ func (p *peer) fail(err error) {
 // closer waits until p starts closing, then closes the peer connection
 // and waits for pion's goroutines of it to end.
 func (p *peer) closer() {
-	defer p.t.wg.Done()
 	<-p.closing
 	if err := p.pc.GracefulClose(); err != nil {
 		p.t.log.Debug("webrtc: closing the peer connection", "peer_id", p.peerID, "err", err)
 	}
-	p.t.mu.Lock()
-	delete(p.t.peers, p)
-	p.t.mu.Unlock()
+	p.t.pool.Forget(p)
 	close(p.done)
 }
 

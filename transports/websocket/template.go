@@ -40,12 +40,21 @@ const (
 type Template struct {
 	// URL is the WebSocket endpoint, ws:// or wss://. Required.
 	URL string `json:"url"`
-	// Message, when set, is the request sent for a call instead of the
-	// utcpd envelope: a string or a JSON object or array whose
-	// UTCP_ARG_<name>_UTCP_END (or python-utcp's UTCP_ARG_<name>_UTCP_ARG)
-	// placeholders take the call's arguments. Null or absent means the
-	// envelope.
+	// Message, when set, is the request sent for a call: a string or a
+	// JSON object or array whose UTCP_ARG_<name>_UTCP_END (or
+	// python-utcp's UTCP_ARG_<name>_UTCP_ARG) placeholders take the call's
+	// arguments. Null or absent (without Envelope) means the arguments as
+	// one JSON object, as python-utcp sends them.
 	Message json.RawMessage `json:"message,omitempty"`
+	// Envelope sends each call as a utcpd envelope frame
+	// {"type":"call","id":..,"tool":..,"arguments":{..}} and reads the
+	// answers as envelope frames, correlated by id (see the package
+	// documentation): many calls share a connection, streams end with an
+	// end frame, and a caller that gives up sends a cancel frame. False
+	// (the default, as python-utcp) sends the message, or the arguments as
+	// JSON, and takes the first answer frame as the result. A utcpd
+	// extension, as in the tcp and udp templates; it excludes Message.
+	Envelope bool `json:"envelope,omitempty"`
 	// Protocol is a subprotocol to ask for (python-utcp's field).
 	Protocol string `json:"protocol,omitempty"`
 	// Subprotocols are more subprotocols to offer, in order of preference,
@@ -55,8 +64,8 @@ type Template struct {
 	// a ping heartbeat. Nil (absent) means true; false opens a connection
 	// per call.
 	KeepAlive *bool `json:"keep_alive,omitempty"`
-	// ResponseFormat says how a frame that is not a utcpd envelope becomes
-	// a value when Message is set: "json" (the frame must be JSON), "text"
+	// ResponseFormat says how an answer frame becomes a value without
+	// Envelope: "json" (the frame must be JSON), "text"
 	// (the frame as a string), "raw" (text frames as strings, binary
 	// frames as base64); empty means JSON when the frame parses and text
 	// otherwise.
@@ -110,11 +119,14 @@ func (t *Template) Validate() error {
 	if t.Timeout < 0 {
 		return errors.New("field timeout must not be negative")
 	}
-	if m := bytes.TrimSpace(t.Message); len(m) > 0 && !bytes.Equal(m, []byte("null")) {
-		switch m[0] {
+	if t.hasMessage() {
+		switch bytes.TrimSpace(t.Message)[0] {
 		case '"', '{', '[':
 		default:
 			return errors.New("field message must be a string, an object or an array")
+		}
+		if t.Envelope {
+			return errors.New("field envelope excludes message: the envelope carries the arguments itself")
 		}
 	}
 	return nil
@@ -133,10 +145,13 @@ func (t *Template) protocols() []string {
 
 func (t *Template) keepAlive() bool { return t.KeepAlive == nil || *t.KeepAlive }
 
-// envelope reports whether calls use the utcpd envelope (no message).
-func (t *Template) envelope() bool {
+// envelope reports whether calls use the utcpd envelope.
+func (t *Template) envelope() bool { return t.Envelope }
+
+// hasMessage reports whether the template sets a message (not null).
+func (t *Template) hasMessage() bool {
 	m := bytes.TrimSpace(t.Message)
-	return len(m) == 0 || bytes.Equal(m, []byte("null"))
+	return len(m) > 0 && !bytes.Equal(m, []byte("null"))
 }
 
 func (t *Template) timeout() time.Duration {
@@ -148,7 +163,7 @@ func (t *Template) timeout() time.Duration {
 
 // connKey identifies a shareable connection: the manual and everything
 // that shapes the connection (URL, subprotocols, handshake headers, auth,
-// allow_insecure, envelope or message mode).
+// allow_insecure, envelope or not).
 func connKey(manual string, spec *Template, auth *utcp.Auth) string {
 	b, _ := json.Marshal(struct {
 		URL       string

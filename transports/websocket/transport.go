@@ -116,12 +116,7 @@ type Transport struct {
 	log       *slog.Logger
 	pingEvery time.Duration
 	idleAfter time.Duration
-
-	mu     sync.Mutex
-	closed bool
-	slots  session.Slots[*conn] // by connKey
-	conns  map[*conn]struct{}   // every open connection
-	wg     sync.WaitGroup       // connection goroutines
+	pool      *session.Pool[*conn] // slots by connKey, open connections, their goroutines
 }
 
 // New returns a websocket Transport configured by opts.Config (a Config,
@@ -149,8 +144,7 @@ func New(opts transports.Options) (*Transport, error) {
 		log:       log,
 		pingEvery: time.Duration(cfg.PingInterval * float64(time.Millisecond)),
 		idleAfter: time.Duration(cfg.IdleTimeout * float64(time.Millisecond)),
-		slots:     session.Slots[*conn]{},
-		conns:     map[*conn]struct{}{},
+		pool:      session.NewPool[*conn](errClosed, errDeregistered),
 	}
 	if t.pingEvery == 0 {
 		t.pingEvery = DefaultPingInterval
@@ -173,9 +167,9 @@ var (
 	errIdle = &utcp.TransportError{Err: errors.New("websocket: connection closed after being idle")}
 	// errDone closes a per-call connection after its call.
 	errDone = &utcp.TransportError{Err: errors.New("websocket: connection closed: no call needs it")}
-	// errAbandoned closes a message-mode connection whose call ended
-	// early: late answers could otherwise reach the next call.
-	errAbandoned = &utcp.TransportError{Err: errors.New("websocket: connection closed: a call using a message template ended early, and its late answers must not reach the next call")}
+	// errAbandoned closes a plain (not envelope) connection whose call
+	// ended early: late answers could otherwise reach the next call.
+	errAbandoned = &utcp.TransportError{Err: errors.New("websocket: connection closed: a call without the envelope ended early, and its late answers must not reach the next call")}
 )
 
 // RegisterManual asks the server at the manual template's URL for its
@@ -194,12 +188,9 @@ func (t *Transport) RegisterManual(ctx context.Context, tmpl *utcp.CallTemplate)
 		return nil, err
 	}
 	m, err := t.discover(ctx, tmpl.Name, spec, auth)
-	t.mu.Lock()
-	if t.closed {
-		t.mu.Unlock()
+	if t.pool.Closed() {
 		return nil, errClosed
 	}
-	t.mu.Unlock()
 	return m, err
 }
 
@@ -207,13 +198,15 @@ func (t *Transport) RegisterManual(ctx context.Context, tmpl *utcp.CallTemplate)
 // envelope it sends {"type":"call",...} and returns the result frame's
 // value, or the data of the event frames as a list when the call ends with
 // an end frame; an error frame is a *utcp.ToolError (tool_not_found when
-// its code says so). With a message template it sends the rendered
-// message and returns the first answer frame, converted by
-// response_format (an envelope frame in answer is read as above). A
+// its code says so). Without the envelope (the default) it sends the
+// rendered message, or the arguments as one JSON object, and returns the
+// first answer frame, converted by response_format (an envelope result,
+// event, end or error frame in answer is read as above). A
 // connection that drops, or a frame that breaks the envelope, is a
 // *utcp.TransportError; a call after DeregisterManual is
 // manual_not_found; the end of ctx or of the template's timeout returns
-// the context's error (and sends a cancel frame).
+// the context's error (and sends a cancel frame, or, without the
+// envelope, closes the connection).
 func (t *Transport) CallTool(ctx context.Context, call *utcp.Call) (*utcp.Result, error) {
 	s, err := t.start(ctx, call)
 	if err != nil {
@@ -257,12 +250,12 @@ func (t *Transport) CallTool(ctx context.Context, call *utcp.Call) (*utcp.Result
 // CallToolStream starts one call and returns its events as they arrive:
 // each event frame is an event (its event name in utcp.Event Type), a
 // result frame is one last event, an end frame ends the stream (io.EOF)
-// and an error frame ends it with a *utcp.ToolError. With a message
-// template every answer frame is an event (converted by response_format)
+// and an error frame ends it with a *utcp.ToolError. Without the
+// envelope every answer frame is an event (converted by response_format)
 // until an envelope end, result or error frame, or until the server
 // closes the connection normally. Closing the stream early sends a cancel
-// frame (envelope) or closes the connection (message template). Errors
-// are those of CallTool.
+// frame (envelope) or closes the connection (without it). Errors are
+// those of CallTool.
 func (t *Transport) CallToolStream(ctx context.Context, call *utcp.Call) (transports.Stream, error) {
 	return t.start(ctx, call)
 }
@@ -272,18 +265,9 @@ func (t *Transport) CallToolStream(ctx context.Context, call *utcp.Call) (transp
 // and after a discovery that failed while the manual held none, so that
 // no connection nobody registered stays open).
 func (t *Transport) Release(ctx context.Context, tmpl *utcp.CallTemplate) error {
-	if tmpl == nil {
-		return nil
+	if tmpl != nil {
+		t.pool.Release(ctx, tmpl.Name)
 	}
-	name := tmpl.Name
-	t.mu.Lock()
-	if t.closed {
-		t.mu.Unlock()
-		return nil
-	}
-	victims := t.slots.Take(name)
-	t.mu.Unlock()
-	session.CloseSlots(ctx, victims, errDeregistered(name))
 	return nil
 }
 
@@ -291,22 +275,7 @@ func (t *Transport) Release(ctx context.Context, tmpl *utcp.CallTemplate) error 
 // unavailable), waits for their goroutines to end, and refuses later calls.
 // It is idempotent.
 func (t *Transport) Close() error {
-	t.mu.Lock()
-	if t.closed {
-		t.mu.Unlock()
-		return nil
-	}
-	t.closed = true
-	conns := make([]*conn, 0, len(t.conns))
-	for c := range t.conns {
-		conns = append(conns, c)
-	}
-	t.slots = session.Slots[*conn]{}
-	t.mu.Unlock()
-	for _, c := range conns {
-		c.closeGracefully(errClosed)
-	}
-	t.wg.Wait()
+	t.pool.Close()
 	return nil
 }
 
@@ -358,11 +327,82 @@ func (t *Transport) discover(ctx context.Context, manual string, spec *Template,
 		for _, w := range warnings {
 			t.log.Warn("manual served with problems", "manual", manual, "url", redact(spec.URL), "warning", w.String())
 		}
+		if f.id != "" { // an envelope manual frame: the server speaks the envelope
+			if spec.envelope() {
+				inheritEnvelope(m, spec.URL)
+			}
+			if n := plainTools(m, spec); n > 0 {
+				t.log.Warn("websocket server speaks the utcpd envelope, but tools of its manual are called without it",
+					"manual", manual, "url", redact(spec.URL), "tools", n, "hint", discoveryHint)
+			}
+		}
 		return m, nil
 	case FrameError:
 		return nil, fail("the server offers no manual: %s", f.err.Message).WithDetail("server_code", f.err.Code)
 	}
 	return nil, fail("the server answered a %q frame, not a manual", f.typ)
+}
+
+// inheritEnvelope sets "envelope": true in the websocket tool templates
+// of m that point at url, the manual template's, and set neither envelope
+// nor message: the manual's template says the server at url speaks the
+// envelope, and its answer to discovery showed it. This lets the admin
+// fix, in the manual template, the tool templates of a server written
+// when the envelope was the default.
+func inheritEnvelope(m *utcp.Manual, url string) {
+	for i := range m.Tools {
+		tt := m.Tools[i].ToolCallTemplate
+		if tt == nil || tt.Type != Type {
+			continue
+		}
+		var fields map[string]json.RawMessage
+		if json.Unmarshal(tt.Raw, &fields) != nil {
+			continue
+		}
+		var own string
+		if json.Unmarshal(fields["url"], &own) != nil || own != url {
+			continue
+		}
+		if _, ok := fields["envelope"]; ok {
+			continue
+		}
+		if msg := bytes.TrimSpace(fields["message"]); len(msg) > 0 && !bytes.Equal(msg, []byte("null")) {
+			continue
+		}
+		fields["envelope"] = json.RawMessage("true")
+		raw, err := json.Marshal(fields)
+		if err != nil {
+			continue
+		}
+		tt.Raw = raw
+		if sp, ok := tt.Spec.(*Template); ok {
+			sp.Envelope = true
+		}
+	}
+}
+
+// plainTools counts the tools of m that a call reaches without the
+// envelope: websocket tools whose own template, or, without one, the
+// manual's template spec, does not set envelope.
+func plainTools(m *utcp.Manual, spec *Template) int {
+	n := 0
+	for _, tool := range m.Tools {
+		tt := tool.ToolCallTemplate
+		switch {
+		case tt == nil:
+			if !spec.envelope() {
+				n++
+			}
+		case tt.Type == Type:
+			var own struct {
+				Envelope bool `json:"envelope"`
+			}
+			if json.Unmarshal(tt.Raw, &own) != nil || !own.Envelope {
+				n++
+			}
+		}
+	}
+	return n
 }
 
 // redact renders a template URL for messages.
@@ -384,9 +424,19 @@ func (t *Transport) start(ctx context.Context, call *utcp.Call) (*stream, error)
 		return nil, err
 	}
 	var payload []byte
-	if !spec.envelope() {
+	switch {
+	case spec.envelope():
+	case spec.hasMessage():
 		if payload, err = RenderMessage(spec.Message, call.Arguments); err != nil {
 			return nil, err
+		}
+	default: // python-utcp: the arguments as one JSON text frame
+		args := call.Arguments
+		if args == nil {
+			args = map[string]any{}
+		}
+		if payload, err = jsonx.Marshal(args); err != nil {
+			return nil, utcp.Errorf(utcp.CodeInvalidArguments, "websocket: cannot encode the arguments: %w", err)
 		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, spec.timeout())
@@ -437,26 +487,21 @@ func (t *Transport) start(ctx context.Context, call *utcp.Call) (*stream, error)
 
 // acquire returns a connection for a call of manual: the manual's shared
 // one (dialled when there is none, waiting out the backoff after failed
-// dials), or with keep_alive false a new one that release closes.
+// dials), or a new one that release closes with keep_alive false and for
+// the discovery (envelope set) of a template without the envelope, whose
+// calls could not share it.
 func (t *Transport) acquire(ctx context.Context, manual string, spec *Template, auth *utcp.Auth, envelope bool) (*conn, func(), error) {
-	if !spec.keepAlive() {
+	if !spec.keepAlive() || envelope && !spec.envelope() {
 		c, err := t.dial(ctx, spec, auth, envelope, nil)
 		if err != nil {
 			return nil, nil, err
 		}
 		return c, func() { c.closeGracefully(errDone) }, nil
 	}
-	key := connKey(manual, spec, auth)
-	if envelope && !spec.envelope() {
-		key += "\x00envelope"
+	s, err := t.pool.Slot(connKey(manual, spec, auth), manual)
+	if err != nil {
+		return nil, nil, err
 	}
-	t.mu.Lock()
-	if t.closed {
-		t.mu.Unlock()
-		return nil, nil, errClosed
-	}
-	s := t.slots.Get(key, manual)
-	t.mu.Unlock()
 	c, err := s.Get(ctx,
 		func(ctx context.Context) (*conn, error) { return t.dial(ctx, spec, auth, envelope, s) },
 		func(ctx context.Context) error { return ctxError(ctx, spec.URL) },
@@ -546,26 +591,14 @@ func (t *Transport) dial(ctx context.Context, spec *Template, auth *utcp.Auth, e
 		done:     make(chan struct{}),
 		lastUsed: time.Now(),
 	}
-	t.mu.Lock()
-	switch {
-	case t.closed:
-		err = errClosed
-	case s != nil && !t.slots.Holds(s):
-		err = errDeregistered(s.Manual)
+	serve := []func(){c.readLoop}
+	if c.keep {
+		serve = append(serve, c.heartbeat)
 	}
-	if err != nil {
-		t.mu.Unlock()
+	if err := t.pool.Adopt(c, s, serve...); err != nil {
 		ws.Close()
 		return nil, err
 	}
-	t.conns[c] = struct{}{}
-	t.wg.Add(1)
-	go c.readLoop()
-	if c.keep {
-		t.wg.Add(1)
-		go c.heartbeat()
-	}
-	t.mu.Unlock()
 	return c, nil
 }
 
@@ -591,7 +624,7 @@ type conn struct {
 	mu          sync.Mutex
 	calls       map[string]*pending
 	discoveries []*pending // oldest first: where a bare manual goes
-	current     *pending   // message mode: the call that owns the connection
+	current     *pending   // plain mode: the call that owns the connection
 	nextID      uint64
 	lastUsed    time.Time
 	err         error         // why the connection closed
@@ -599,7 +632,7 @@ type conn struct {
 	closing     chan struct{} // closed when the connection starts closing
 	done        chan struct{} // closed when the reader has ended
 
-	turn chan struct{} // message mode: held by the call in progress
+	turn chan struct{} // plain mode: held by the call in progress
 }
 
 // pending is one request in flight on a connection.
@@ -667,7 +700,7 @@ func (c *conn) forget(p *pending) {
 	c.mu.Unlock()
 }
 
-// takeTurn waits until p may use a message-mode connection.
+// takeTurn waits until p may use a plain (not envelope) connection.
 func (c *conn) takeTurn(ctx context.Context, p *pending) error {
 	select {
 	case c.turn <- struct{}{}:
@@ -775,11 +808,8 @@ func (c *conn) markClosing(err error) bool {
 // readLoop reads frames and hands each to the call it belongs to, until
 // the connection ends.
 func (c *conn) readLoop() {
-	defer c.t.wg.Done()
 	defer func() {
-		c.t.mu.Lock()
-		delete(c.t.conns, c)
-		c.t.mu.Unlock()
+		c.t.pool.Forget(c)
 		close(c.done)
 	}()
 	window := 2*c.t.pingEvery + 2*time.Second
@@ -858,7 +888,7 @@ func (c *conn) deliver(p *pending, f *inFrame) {
 func (c *conn) routeEnvelope(mt int, data []byte) error {
 	f, err := parseEnvelope(mt, data)
 	if err != nil {
-		return &utcp.TransportError{Err: fmt.Errorf("websocket %s: %w; the server does not speak the utcpd envelope (use a message template for other protocols): %s", c.url, err, excerpt(data, mt))}
+		return &utcp.TransportError{Err: fmt.Errorf("websocket %s: %w; the server does not speak the utcpd envelope (a call template without \"envelope\": true talks to it plainly): %s", c.url, err, excerpt(data, mt))}
 	}
 	c.mu.Lock()
 	p := c.calls[f.id]
@@ -876,7 +906,6 @@ func (c *conn) routeEnvelope(mt int, data []byte) error {
 
 // heartbeat pings a kept-alive connection and closes it once idle.
 func (c *conn) heartbeat() {
-	defer c.t.wg.Done()
 	tick := time.NewTicker(c.t.pingEvery)
 	defer tick.Stop()
 	for {
@@ -898,13 +927,13 @@ func (c *conn) heartbeat() {
 
 // inFrame is one received frame, decoded.
 type inFrame struct {
-	typ    string // an envelope type; "" for a plain message-mode frame
+	typ    string // an envelope type; "" for a plain answer
 	id     string
 	value  any // result (result) or data (event)
 	event  string
 	err    *WireError
 	manual []byte
-	raw    []byte // message mode: the frame as received
+	raw    []byte // plain mode: the frame as received
 	binary bool
 	size   int
 }
@@ -961,11 +990,19 @@ func parseEnvelope(mt int, data []byte) (*inFrame, error) {
 	return f, nil
 }
 
-// envelopeTypes are the frames a message-mode call reads as envelope
+// plainHint and discoveryHint follow the errors and warnings that
+// suggest a utcpd-envelope server called without the envelope: templates
+// written when the envelope was the default.
+const (
+	plainHint     = `if the server speaks the utcpd envelope, set "envelope": true in the call template: without it utcpd sends the arguments as plain JSON, as python-utcp does`
+	discoveryHint = `set "envelope": true in the manual's call template (its tools at the same URL follow it) or in the tools' own templates: without it utcpd sends the arguments as plain JSON, as python-utcp does`
+)
+
+// envelopeTypes are the frames a plain-mode call reads as envelope
 // frames rather than as answers.
 var envelopeTypes = []string{FrameResult, FrameEvent, FrameEnd, FrameError}
 
-// plainValue converts a message-mode answer by response_format, and
+// plainValue converts a plain-mode answer by response_format, and
 // returns the event type for a stream ("binary" for base64 data).
 func plainValue(format string, f *inFrame) (any, string, error) {
 	switch format {
@@ -1020,7 +1057,7 @@ type stream struct {
 	closeOnce sync.Once
 }
 
-// next returns the next frame of the call, reading message-mode frames as
+// next returns the next frame of the call, reading plain-mode frames as
 // envelope frames when they are; io.EOF or an error ends the call.
 func (s *stream) next() (*inFrame, error) {
 	s.mu.Lock()
@@ -1044,6 +1081,9 @@ func (s *stream) next() (*inFrame, error) {
 	case FrameEnd:
 		return nil, s.finishLocked(io.EOF)
 	case FrameError:
+		if !s.envelope && f.err.Code == "invalid_request" {
+			return nil, s.finishLocked(&utcp.TransportError{Err: fmt.Errorf("websocket %s: the server refused the request: %s (%s)", s.c.url, f.err.Message, plainHint)})
+		}
 		return nil, s.finishLocked(f.err.CallError("websocket"))
 	}
 	return f, nil
@@ -1106,7 +1146,7 @@ func (s *stream) Recv() (*utcp.Event, error) {
 }
 
 // Close ends the call: when it had not finished, it sends a cancel frame
-// (envelope) or closes the connection (message template, whose late
+// (envelope) or closes the connection (without the envelope, whose late
 // answers could reach the next call). It is idempotent.
 func (s *stream) Close() error {
 	s.closeOnce.Do(func() {
@@ -1135,16 +1175,7 @@ func (s *stream) Close() error {
 // sendCancel tells the server, in the background, that the caller of id
 // gave up.
 func (c *conn) sendCancel(id string) {
-	t := c.t
-	t.mu.Lock()
-	if t.closed {
-		t.mu.Unlock()
-		return
-	}
-	t.wg.Add(1)
-	t.mu.Unlock()
-	go func() {
-		defer t.wg.Done()
+	c.t.pool.Go(func() {
 		b, _ := json.Marshal(Frame{Type: FrameCancel, ID: id})
 		c.writeMu.Lock()
 		defer c.writeMu.Unlock()
@@ -1155,5 +1186,5 @@ func (c *conn) sendCancel(id string) {
 		if err := c.ws.WriteMessage(websocket.TextMessage, b); err != nil {
 			c.fail(&utcp.TransportError{Err: fmt.Errorf("websocket %s: sending a cancel frame: %w", c.url, err)})
 		}
-	}()
+	})
 }

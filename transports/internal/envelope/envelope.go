@@ -1,8 +1,10 @@
 // Package envelope is the utcpd envelope the tcp, udp and websocket
 // transports speak (and webrtc's error objects): its frames, the error
 // object of an error frame and the call error it stands for, the payload
-// of a call frame, and the answer to a discovery request. prefix, where a
-// function takes one, is the transport's name, used in error messages.
+// of a call frame, the answer to a discovery request, and the client side
+// of one call over tcp frames or udp datagrams (NextAnswer, Collect,
+// Stream). prefix, where a function takes one, is the transport's name,
+// used in error messages.
 package envelope
 
 import (

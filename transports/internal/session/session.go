@@ -1,7 +1,8 @@
 // Package session keeps the long-lived connections the websocket and
 // webrtc transports share between a manual's calls: one Slot per
 // connection key, which dials at most once at a time and backs off after
-// failures.
+// failures, and the Pool that holds a transport's slots, its open
+// connections and their goroutines, and answers Release and Close.
 package session
 
 import (
@@ -43,7 +44,7 @@ type Conn interface {
 // none, with at most one dial under way and, after failed dials, an
 // exponential backoff before the next. A Slot is safe for concurrent use.
 type Slot[C Conn] struct {
-	// Key and Manual are the slot's key in its Slots and the manual it
+	// Key and Manual are the slot's key in its Pool and the manual it
 	// serves; they do not change.
 	Key, Manual string
 
@@ -139,12 +140,12 @@ func (s *Slot[C]) take() C {
 	return c
 }
 
-// Slots are a transport's slots by key. It is not safe for concurrent
-// use: the transport guards it with its own lock, held for every method.
-type Slots[C Conn] map[string]*Slot[C]
+// slots are a Pool's slots by key. They are not safe for concurrent use:
+// the Pool's lock is held for every method.
+type slots[C Conn] map[string]*Slot[C]
 
-// Get returns the slot of key, adding one for manual when there is none.
-func (m Slots[C]) Get(key, manual string) *Slot[C] {
+// get returns the slot of key, adding one for manual when there is none.
+func (m slots[C]) get(key, manual string) *Slot[C] {
 	s := m[key]
 	if s == nil {
 		s = &Slot[C]{Key: key, Manual: manual}
@@ -153,12 +154,12 @@ func (m Slots[C]) Get(key, manual string) *Slot[C] {
 	return s
 }
 
-// Holds reports whether s is still m's slot for its key (a deregistered
+// holds reports whether s is still m's slot for its key (a released
 // manual's slots are removed).
-func (m Slots[C]) Holds(s *Slot[C]) bool { return m[s.Key] == s }
+func (m slots[C]) holds(s *Slot[C]) bool { return m[s.Key] == s }
 
-// Take removes and returns the slots of manual.
-func (m Slots[C]) Take(manual string) []*Slot[C] {
+// take removes and returns the slots of manual.
+func (m slots[C]) take(manual string) []*Slot[C] {
 	var out []*Slot[C]
 	for k, s := range m {
 		if s.Manual == manual {
@@ -169,12 +170,12 @@ func (m Slots[C]) Take(manual string) []*Slot[C] {
 	return out
 }
 
-// CloseSlots shuts the connections of slots for why, one after another,
-// each time waiting until its goroutines have ended (or ctx ends). Call it
-// without the transport's lock.
-func CloseSlots[C Conn](ctx context.Context, slots []*Slot[C], why error) {
+// closeSlots shuts the connections of victims for why, one after
+// another, each time waiting until its goroutines have ended (or ctx
+// ends). Call it without the Pool's lock.
+func closeSlots[C Conn](ctx context.Context, victims []*Slot[C], why error) {
 	var zero C
-	for _, s := range slots {
+	for _, s := range victims {
 		c := s.take()
 		if c == zero {
 			continue

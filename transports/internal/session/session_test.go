@@ -39,7 +39,7 @@ func ctxErrOf(ctx context.Context) error { return context.Cause(ctx) }
 // TestSlotSharesOneConnection: concurrent Gets dial once and share the
 // connection; a closing one, or one Detach forgets, is dialled again.
 func TestSlotSharesOneConnection(t *testing.T) {
-	s := Slots[*fakeConn]{}.Get("k", "m")
+	s := slots[*fakeConn]{}.get("k", "m")
 	var dials atomic.Int32
 	release := make(chan struct{})
 	dial := func(context.Context) (*fakeConn, error) {
@@ -120,25 +120,92 @@ func TestSlotBackoff(t *testing.T) {
 	}
 }
 
-// TestSlotsTakeAndClose: Take removes a manual's slots only; CloseSlots
+// TestSlotsTakeAndClose: take removes a manual's slots only; closeSlots
 // shuts their connections with the reason and waits for them.
 func TestSlotsTakeAndClose(t *testing.T) {
-	m := Slots[*fakeConn]{}
-	a, b, c := m.Get("a", "m1"), m.Get("b", "m1"), m.Get("c", "m2")
-	if m.Get("a", "m1") != a {
-		t.Fatal("Get added a second slot for a key")
+	m := slots[*fakeConn]{}
+	a, b, c := m.get("a", "m1"), m.get("b", "m1"), m.get("c", "m2")
+	if m.get("a", "m1") != a {
+		t.Fatal("get added a second slot for a key")
 	}
 	conn := newFakeConn(1)
 	if _, err := a.Get(t.Context(), func(context.Context) (*fakeConn, error) { return conn, nil }, ctxErrOf); err != nil {
 		t.Fatal(err)
 	}
-	taken := m.Take("m1")
-	if len(taken) != 2 || m.Holds(a) || m.Holds(b) || !m.Holds(c) {
-		t.Fatalf("Take(m1) = %d slots; left %v", len(taken), m)
+	taken := m.take("m1")
+	if len(taken) != 2 || m.holds(a) || m.holds(b) || !m.holds(c) {
+		t.Fatalf("take(m1) = %d slots; left %v", len(taken), m)
 	}
 	why := errors.New("deregistered")
-	CloseSlots(t.Context(), taken, why)
+	closeSlots(t.Context(), taken, why)
 	if !conn.Closing() || conn.why != why {
 		t.Errorf("connection: closing %v, why %v", conn.Closing(), conn.why)
 	}
+}
+
+// TestPool: Release shuts a manual's connections with the deregistered
+// reason and refuses a connection dialled for its removed slot; Close
+// shuts every open connection, waits for the goroutines, and refuses
+// everything after.
+func TestPool(t *testing.T) {
+	closed := errors.New("closed")
+	p := NewPool[*fakeConn](closed, func(m string) error { return errors.New("released " + m) })
+	s1, err := p.Slot("k1", "m1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again, _ := p.Slot("k1", "m1"); again != s1 {
+		t.Fatal("Slot added a second slot for a key")
+	}
+	c1 := newFakeConn(1)
+	if _, err := s1.Get(t.Context(), func(context.Context) (*fakeConn, error) { return c1, nil }, ctxErrOf); err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan struct{})
+	if err := p.Adopt(c1, s1, func() { <-c1.Done(); p.Forget(c1); close(served) }); err != nil {
+		t.Fatal(err)
+	}
+	p.Release(t.Context(), "m1")
+	<-served
+	if c1.why == nil || c1.why.Error() != "released m1" {
+		t.Fatalf("released connection: why %v", c1.why)
+	}
+	if err := p.Adopt(newFakeConn(2), s1, func() { t.Error("a refused connection's goroutine ran") }); err == nil || err.Error() != "released m1" {
+		t.Fatalf("Adopt for a released slot: %v", err)
+	}
+
+	s2, _ := p.Slot("k2", "m2")
+	c2, c3 := newFakeConn(2), newFakeConn(3)
+	var ended atomic.Int32
+	serve := func(c *fakeConn) func() {
+		return func() { <-c.Done(); p.Forget(c); ended.Add(1) }
+	}
+	if err := p.Adopt(c2, s2, serve(c2)); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Adopt(c3, nil, serve(c3)); err != nil { // a per-call connection
+		t.Fatal(err)
+	}
+	if !p.Go(func() { <-c2.Done(); ended.Add(1) }) {
+		t.Fatal("Go before Close did not run")
+	}
+	if !p.Close() {
+		t.Fatal("first Close reported false")
+	}
+	if n := ended.Load(); n != 3 {
+		t.Fatalf("Close returned with %d of 3 goroutines ended", n)
+	}
+	if c2.why != closed || c3.why != closed {
+		t.Errorf("Close shut with %v, %v; want %v", c2.why, c3.why, closed)
+	}
+	if p.Close() || !p.Closed() || p.Go(func() {}) {
+		t.Error("a second Close, Closed or Go after Close answered as if open")
+	}
+	if _, err := p.Slot("k2", "m2"); err != closed {
+		t.Errorf("Slot after Close: %v", err)
+	}
+	if err := p.Adopt(newFakeConn(4), nil); err != closed {
+		t.Errorf("Adopt after Close: %v", err)
+	}
+	p.Release(t.Context(), "m2") // no effect, no panic
 }
