@@ -70,7 +70,11 @@ import (
 var built struct {
 	once sync.Once
 	dir  string // utcpd and the demo servers, named after their folders
-	err  error
+	// goEnv is GOCACHE, GOMODCACHE and GOPATH as NAME=VALUE, so that a
+	// go command a doc runs under the sandbox's fresh HOME uses the
+	// caches it would have used.
+	goEnv []string
+	err   error
 }
 
 // binaries builds utcpd and every demo server of examples/servers into
@@ -88,6 +92,18 @@ func binaries(t *testing.T, root string) string {
 		cmd.Dir = root
 		if out, err := cmd.CombinedOutput(); err != nil {
 			built.err = fmt.Errorf("go build: %w\n%s", err, out)
+			return
+		}
+		names := []string{"GOCACHE", "GOMODCACHE", "GOPATH"}
+		out, err := exec.Command("go", append([]string{"env"}, names...)...).Output()
+		if err != nil {
+			built.err = fmt.Errorf("go env: %w", err)
+			return
+		}
+		for i, v := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+			if i < len(names) && v != "" {
+				built.goEnv = append(built.goEnv, names[i]+"="+v)
+			}
 		}
 	})
 	if built.err != nil {

@@ -303,19 +303,21 @@ func (s *session) sandbox() {
 }
 
 // env is the session's environment: the test's without UTCPD_*, HOME,
-// XDG_* and npm settings, with a fresh HOME, the sandbox's bin first on
-// PATH, $UTCPD_SERVER at the moved default port, and the harness's own
-// variables.
+// XDG_* and npm settings, with a fresh HOME (but the Go caches of the
+// test's), the sandbox's bin first on PATH, $UTCPD_SERVER at the moved
+// default port, and the harness's own variables.
 func (s *session) env() []string {
 	var env []string
 	for _, kv := range os.Environ() {
 		name, _, _ := strings.Cut(kv, "=")
 		if strings.HasPrefix(name, "UTCPD_") || strings.HasPrefix(name, "XDG_") || strings.HasPrefix(strings.ToLower(name), "npm_config_") ||
-			name == "HOME" || name == "PATH" || name == "GORACE" || name == "NODE_OPTIONS" || name == "NODE_PATH" {
+			name == "HOME" || name == "PATH" || name == "GORACE" || name == "NODE_OPTIONS" || name == "NODE_PATH" ||
+			name == "GOCACHE" || name == "GOMODCACHE" || name == "GOPATH" {
 			continue
 		}
 		env = append(env, kv)
 	}
+	env = append(env, built.goEnv...)
 	return append(env,
 		"HOME="+s.home,
 		"PATH="+filepath.Join(s.work, "bin")+string(os.PathListSeparator)+os.Getenv("PATH"),
