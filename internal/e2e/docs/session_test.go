@@ -673,7 +673,7 @@ loop:
 			checkedOnly++
 		}
 	}
-	t.Logf("%d blocks run, %d only checked, %d skipped", ran, checkedOnly, skipped)
+	t.Logf("shell blocks: %d run, %d only checked, %d skipped", ran, checkedOnly, skipped)
 }
 
 // keep copies the session into $DOCS_TEST_KEEP, when set.
