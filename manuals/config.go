@@ -107,9 +107,18 @@ type Rejected struct {
 }
 
 // Err returns the rejection as one *utcp.Error: the code of the first
-// problem, a message listing every problem, and each problem in
-// Details["problems"] (ProblemsOf reads them).
-func (r *Rejected) Err() error { return problemsError(r.Problems) }
+// problem, a one-line message joining every problem with "; ", and each
+// problem in Details["problems"] (ProblemsOf reads them).
+func (r *Rejected) Err() error {
+	if len(r.Problems) == 0 {
+		return nil
+	}
+	msgs := make([]string, len(r.Problems))
+	for i, p := range r.Problems {
+		msgs[i] = p.String()
+	}
+	return (&utcp.Error{Code: r.Problems[0].Code, Message: strings.Join(msgs, "; ")}).WithDetail("problems", r.Problems)
+}
 
 // Loader is one entry of load_variables_from.
 type Loader struct {
