@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -273,4 +274,33 @@ func TestReloadKeepsRejectedManual(t *testing.T) {
 	if got := manualNames(t, d); !cmp.Equal(got, map[string]string{"a": "config", "c": "config"}) {
 		t.Errorf("after a broken reload: %v", got)
 	}
+}
+
+// TestAdminManualWithoutToolsWarns: POST /admin/manuals of a manual that
+// yields no tool answers 201 with a warning saying so, and the log has
+// it; an OpenAPI document whose operations have no operationId gives one
+// tool per operation.
+func TestAdminManualWithoutToolsWarns(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, daemonOpts{})
+	empty, _ := json.Marshal(map[string]any{"name": "empty", "call_template_type": "text",
+		"content": `{"openapi": "3.1.0", "info": {"title": "t", "version": "1"}, "servers": [{"url": "https://api.example.com"}], "paths": {}}`})
+	status, body := request(t, http.MethodPost, d.URL+"/admin/manuals", "", string(empty))
+	if status != http.StatusCreated || !strings.Contains(string(body), `lists no tools`) {
+		t.Fatalf("POST /admin/manuals: %d %s", status, body)
+	}
+	d.waitLog("lists no tools", 10*time.Second)
+	doc := `{"openapi": "3.0.3", "info": {"title": "pets", "version": "1"}, "servers": [{"url": "https://api.example.com"}], "paths": {
+  "/pets": {"get": {"responses": {"200": {"description": "ok"}}}, "post": {"responses": {"201": {"description": "ok"}}}},
+  "/pets/{petId}": {"get": {"parameters": [{"name": "petId", "in": "path", "required": true, "schema": {"type": "string"}}], "responses": {"200": {"description": "ok"}}}}}}`
+	pets, _ := json.Marshal(map[string]any{"name": "pets", "call_template_type": "text", "content": doc, "allowed_communication_protocols": []string{"text", "http"}})
+	status, body = request(t, http.MethodPost, d.URL+"/admin/manuals", "", string(pets))
+	var res struct{ Tools, Warnings []string }
+	if err := json.Unmarshal(body, &res); err != nil || status != http.StatusCreated {
+		t.Fatalf("POST /admin/manuals: %d %s", status, body)
+	}
+	if want := []string{"pets.get_pets", "pets.post_pets", "pets.get_pets_petId"}; !cmp.Equal(want, res.Tools) {
+		t.Errorf("tools %v, want %v", res.Tools, want)
+	}
+	d.waitLog("3 of 3 operations have no operationId", 10*time.Second)
 }
