@@ -29,6 +29,12 @@ type CheckOptions struct {
 	// on each manual, so that a failure shows once, as that manual's
 	// failure, and is retried as such.
 	Preflight bool
+	// Guards also builds the guard chain of the gateway section
+	// (ValidateGuards) as the daemon does at start. A reload leaves it
+	// off: the daemon rebuilds the chain itself and keeps the last good
+	// one when the new one does not load, while the rest of the file
+	// applies.
+	Guards bool
 	// Base are the settings the gateway section is read onto (the
 	// defaults, for serve and validate; zero for a reload, which takes
 	// only the guard keys from it).
@@ -48,12 +54,12 @@ type Checked struct {
 	// warnings that repeat across manual call templates summarised
 	// (manuals.Summarize). A problem with Manual set is that manual's.
 	Problems []manuals.Problem
-	// Fatal is set when an error is not one manual's (malformed JSON, a
-	// bad section or gateway key, a guard that does not load, two
-	// manuals with one name): serve refuses to start (exit 2) and a
-	// reload keeps the last good configuration. Errors of single
-	// manuals are not fatal: serve registers the other manuals and
-	// reports those as failed.
+	// Fatal is set when an error is not one manual's (see
+	// manuals.CheckConfig; a bad gateway key, a guard that does not load):
+	// serve refuses to start (exit 2) and a reload keeps the last good
+	// configuration. The errors of single manuals (what their transport
+	// refuses, and the preflight's) are not fatal: serve registers the
+	// other manuals and reports those as failed.
 	Fatal bool
 }
 
@@ -117,7 +123,7 @@ func CheckConfig(path string, opts CheckOptions) *Checked {
 	}
 	errs, warnings := ApplyGateway(&out.Settings, cfg, data, opts.Strict)
 	ps = append(append(ps, errs...), warnings...)
-	if len(errs) == 0 && vars != nil {
+	if opts.Guards && len(errs) == 0 && vars != nil {
 		if p := ValidateGuards(cfg, &out.Settings, data); p != nil {
 			ps = append(ps, *p)
 		}

@@ -52,21 +52,24 @@ func ResolveTemplate(p TemplateParser, tmpl *utcp.CallTemplate, namespace string
 
 // CheckConfig is the one validation pass over a configuration file that
 // utcpd config validate and utcpd serve share. It parses data as
-// ParseConfig does (opts.Parser, normally *transports.Registry, parsing
-// every manual call template) but never stops at an error: it returns
-// the configuration made of the parts that can be used and every problem
-// of the file, sorted by file and line.
+// ParseConfig does, with every manual call template also parsed by
+// opts.Parser (normally *transports.Registry), but never stops at an
+// error: it returns the configuration made of the parts that can be used
+// and every problem of the file, sorted by file and line.
 //
-// A problem with Manual set belongs to one manual call template, which is
-// then in cfg.Rejected rather than cfg.ManualCallTemplates when the
-// problem is an error: a missing call_template_type (a key close to it is
-// named, "did you mean", and the rest of the template is checked as if
-// it were spelled right), an unknown call_template_type (likewise), a
-// field the transport refuses, a name that is not a string, and, with
-// opts.Strict, an unknown field or value. Any other error is the file's
-// (malformed JSON or YAML, a malformed section, two manuals with one
-// name, a dotenv file that does not exist): the file cannot be used as a
-// whole. cfg is nil only when the document itself cannot be read.
+// An error with Manual set is one manual's: its transport refuses its
+// template (an unknown call_template_type, with a "did you mean" and,
+// when one is close, the rest of the template checked as that type; a
+// required field missing; a value refused), and the template is in
+// cfg.Rejected rather than cfg.ManualCallTemplates. Every other error is
+// the file's, as ParseConfig reports them: malformed JSON or YAML, a
+// malformed section, a template that is not an object, has no
+// call_template_type (a key close to it is named, "did you mean", and
+// the rest of the template is still checked as if it were spelled right)
+// or a name that is not a string, two manuals with one name, a dotenv
+// file that does not exist, and with opts.Strict an unknown field or
+// value anywhere. Warnings inside a template have its Manual set. cfg is
+// nil only when the document itself cannot be read.
 //
 // CheckConfig reads no variables; Preflight runs the checks that need
 // them.
@@ -80,26 +83,16 @@ func CheckConfig(path string, data []byte, opts Options) (*Config, []Problem) {
 	var warnings []Problem
 	for _, w := range cfg.Warnings {
 		p := problemFromWarning(w, opts.Strict && w.StrictError())
+		if p.Severity == SeverityError {
+			out = append(out, p) // strict: the file's, as in ParseConfig
+			continue
+		}
 		if i := rejectedAt(cfg, w.File, w.Path); i >= 0 {
 			p.Manual = cfg.Rejected[i].Name
-			if p.Severity == SeverityError {
-				cfg.Rejected[i].Problems = append(cfg.Rejected[i].Problems, p)
-				continue
-			}
 		} else if i := templateAt(cfg.ManualCallTemplates, w.File, w.Path); i >= 0 {
-			t := cfg.ManualCallTemplates[i]
-			p.Manual = t.Name
-			if p.Severity == SeverityError {
-				cfg.ManualCallTemplates = slices.Delete(cfg.ManualCallTemplates, i, i+1)
-				c.reject(t, []Problem{p})
-				continue
-			}
+			p.Manual = cfg.ManualCallTemplates[i].Name
 		}
-		if p.Severity == SeverityError {
-			out = append(out, p)
-		} else {
-			warnings = append(warnings, p)
-		}
+		warnings = append(warnings, p)
 	}
 	for _, l := range cfg.Loaders {
 		if l.Optional {

@@ -93,16 +93,13 @@ type Template struct {
 	Location string
 }
 
-// Rejected is a manual call template that cannot be registered as
-// written: a missing, misspelled or unknown call_template_type, a field
-// its transport refuses, a name that is not a string, an unknown field
-// under strict. Template.Raw is the template as far as it could be
-// normalised (nil when it is not a JSON object); Name is its sanitised
-// name, or the name a template without one would have had.
+// Rejected is a manual call template that its transport cannot use as
+// written: an unknown call_template_type, a required field missing, a
+// value the transport refuses. Template is as in ManualCallTemplates.
 type Rejected struct {
 	Template
-	// Problems are the errors (and the warnings strict made errors) of
-	// the template, each with Manual set to Name; never empty.
+	// Problems are the template's errors, each with Manual set to Name;
+	// never empty.
 	Problems []Problem
 }
 
@@ -685,31 +682,26 @@ func (c *configParser) postProcessing(src *source, raw []byte) {
 // prepared is a template on its way into Config.ManualCallTemplates.
 type prepared struct {
 	rt      rawTemplate
-	idx     int     // position among the templates, for generated names
-	o       *object // nil when the template is not a JSON object
+	idx     int // position among the templates, for generated names
+	o       *object
 	typ     string
 	name    string // as written; "" when missing
 	changed bool
 	final   string
-	// errs are the template's own errors (collect mode): the template
-	// is rejected.
+	// errs are the errors of the template's transport (collect mode):
+	// the template is rejected.
 	errs []Problem
 }
 
 // templates normalises every template, checks its fields, and gives
-// each a unique name. In collect mode a template with problems of its
-// own goes to Rejected instead of failing the configuration.
+// each a unique name. In collect mode a template its transport refuses
+// goes to Rejected instead of ManualCallTemplates.
 func (c *configParser) templates(raws []rawTemplate) {
 	var ps []*prepared
 	for i, rt := range raws {
 		p := &prepared{rt: rt, idx: i}
-		nerr := len(c.errs)
 		o, ok := c.object(rt.src, rt.raw, rt.path, "a call template")
 		if !ok {
-			if c.collect {
-				p.errs = c.takeErrs(nerr)
-				ps = append(ps, p)
-			}
 			continue
 		}
 		p.o = o
@@ -727,16 +719,11 @@ func (c *configParser) templates(raws []rawTemplate) {
 			for _, is := range issues {
 				c.failSuggest(rt.src, utcp.CodeInvalidConfig, joinPath(rt.path, is.path), is.suggestion, "%s", is.msg)
 			}
-			if !c.collect {
-				continue
-			}
-			p.errs = c.takeErrs(nerr)
 			if is := issues[0]; is.guess != nil {
 				// A misspelled call_template_type key: the rest of the
 				// template is checked as if it were spelled right.
-				p.errs = append(p.errs, c.guessProblems(rt, is.guess)...)
+				c.errs = append(c.errs, c.guessProblems(rt, is.guess)...)
 			}
-			ps = append(ps, p)
 			continue
 		}
 		c.unknownTemplateFields(rt, o, p.typ)
@@ -758,7 +745,7 @@ func (c *configParser) templates(raws []rawTemplate) {
 			continue
 		}
 		taken[p.final] = p
-		if p.final != p.name && p.errs == nil {
+		if p.final != p.name {
 			c.warn(p.rt.src, WarnNotice, joinKey(p.rt.path, "name"), "", "manual name %q sanitised to %q", p.name, p.final)
 		}
 	}
@@ -766,39 +753,32 @@ func (c *configParser) templates(raws []rawTemplate) {
 		if p.name != "" {
 			continue
 		}
-		base := "manual"
-		if p.typ != "" {
-			base = utcp.SanitizeName(p.typ)
-		}
+		base := utcp.SanitizeName(p.typ)
 		cand := fmt.Sprintf("%s_%d", base, p.idx+1)
 		for n := 2; taken[cand] != nil; n++ {
 			cand = fmt.Sprintf("%s_%d_%d", base, p.idx+1, n)
 		}
 		p.final = cand
 		taken[cand] = p
-		if p.errs == nil {
-			c.warn(p.rt.src, WarnNotice, p.rt.path, "", "manual call template has no name; named %q", cand)
-		}
+		c.warn(p.rt.src, WarnNotice, p.rt.path, "", "manual call template has no name; named %q", cand)
 	}
 	for _, p := range ps {
 		if taken[p.final] != p {
 			continue // a duplicate, already reported
 		}
+		if p.final != p.name {
+			p.o.set("name", appendJSONString(nil, p.final))
+			p.changed = true
+		}
 		var raw json.RawMessage
-		if p.o != nil {
-			if p.final != p.name {
-				p.o.set("name", appendJSONString(nil, p.final))
-				p.changed = true
+		if p.changed {
+			raw = p.o.encode()
+		} else {
+			var b bytes.Buffer
+			if json.Compact(&b, p.rt.raw) != nil {
+				b.Write(p.rt.raw)
 			}
-			if p.changed {
-				raw = p.o.encode()
-			} else {
-				var b bytes.Buffer
-				if json.Compact(&b, p.rt.raw) != nil {
-					b.Write(p.rt.raw)
-				}
-				raw = b.Bytes()
-			}
+			raw = b.Bytes()
 		}
 		line := p.rt.src.doc.line(p.rt.path)
 		t := Template{
@@ -815,14 +795,6 @@ func (c *configParser) templates(raws []rawTemplate) {
 		}
 		c.cfg.ManualCallTemplates = append(c.cfg.ManualCallTemplates, t)
 	}
-}
-
-// takeErrs removes the errors recorded since c.errs had n and returns
-// them (a template's own, in collect mode).
-func (c *configParser) takeErrs(n int) []Problem {
-	out := slices.Clone(c.errs[n:])
-	c.errs = c.errs[:n]
-	return out
 }
 
 // reject sets t aside with its errors (collect mode).

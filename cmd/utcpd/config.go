@@ -42,9 +42,14 @@ every SIGHUP), so the two never disagree.
   - names, dotenv loaders, post_processing and the other sections, the utcpd
     "gateway" section (see "utcpd serve --help") and its guard chain.
 
-A problem inside one manual call template makes only that manual unusable:
-serve starts without it and reports it as failed. Any other error makes the
-file unusable: serve refuses to start. Warnings that repeat across templates
+What a template's transport refuses (an unknown call_template_type, a missing
+or bad field, plain http, a missing file) makes only that manual unusable:
+serve starts without it and reports it as failed (a SIGHUP keeps its last good
+version). Any other error (malformed JSON, a template without
+call_template_type or with a name that is not a string, two manuals with one
+name, a bad section or gateway key, with --strict an unknown field) makes the
+file unusable: serve refuses to start, a SIGHUP keeps the last good
+configuration. Warnings that repeat across templates
 are summarised ("240 providers: legacy field provider_type renamed to
 call_template_type"). --strict makes unknown fields and ignored settings
 errors.
@@ -57,7 +62,7 @@ It exits 0 when the file has no error, 2 when it has errors.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			out := cmd.OutOrStdout()
-			c := daemon.CheckConfig(args[0], daemon.CheckOptions{Strict: strict, Preflight: true, Base: defaultSettings()})
+			c := daemon.CheckConfig(args[0], daemon.CheckOptions{Strict: strict, Preflight: true, Guards: true, Base: defaultSettings()})
 			errs, warnings := 0, 0
 			for _, p := range c.Problems {
 				if !asJSON {

@@ -160,13 +160,14 @@ func resolveConfigPath(flagValue string, flagSet bool) string {
 // variable resolver. It returns the configuration and its problems (the
 // warnings, and the errors of single manuals, which fail only those);
 // an error that makes the file unusable is an error listing every error
-// of the file.
-func loadDaemonConfig(path string, strict bool, base settings) (*daemonConfig, *daemon.Checked, error) {
+// of the file. A reload leaves the guard chain to the daemon
+// (daemon.CheckOptions.Guards).
+func loadDaemonConfig(path string, strict, reload bool, base settings) (*daemonConfig, *daemon.Checked, error) {
 	if path == "" {
 		vars, err := manuals.NewResolver(nil, manuals.ResolverOptions{})
 		return &daemonConfig{Vars: vars}, &daemon.Checked{Settings: base}, err
 	}
-	c := daemon.CheckConfig(path, daemon.CheckOptions{Strict: strict, Base: base})
+	c := daemon.CheckConfig(path, daemon.CheckOptions{Strict: strict, Guards: !reload, Base: base})
 	if c.Fatal {
 		return nil, c, errors.New(listProblems(path, c.Errors()))
 	}
@@ -190,7 +191,7 @@ func listProblems(path string, ps []manuals.Problem) string {
 
 func runServe(cmd *cobra.Command, f *serveFlags, configFlag string, strict bool) error {
 	path := resolveConfigPath(configFlag, cmd.Flags().Changed("config"))
-	dc, checked, err := loadDaemonConfig(path, strict, defaultSettings())
+	dc, checked, err := loadDaemonConfig(path, strict, false, defaultSettings())
 	if err != nil {
 		return &exitError{code: exitUsage, err: err}
 	}
@@ -237,7 +238,7 @@ func runServe(cmd *cobra.Command, f *serveFlags, configFlag string, strict bool)
 // the validation of the start (loadDaemonConfig) and decodes its gateway
 // section; an error lists the problems that make the file unusable.
 func reloadConfig(path string, strict bool) (*daemonConfig, *settings, error) {
-	dc, checked, err := loadDaemonConfig(path, strict, settings{})
+	dc, checked, err := loadDaemonConfig(path, strict, true, settings{})
 	if err != nil {
 		return nil, nil, err
 	}
