@@ -81,16 +81,10 @@ func CheckConfig(path string, data []byte, opts Options) (*Config, []Problem) {
 	cfg := c.cfg
 	out := c.errs
 	var warnings []Problem
-	for _, w := range cfg.Warnings {
-		p := problemFromWarning(w, opts.Strict && w.StrictError())
-		if p.Severity == SeverityError {
-			out = append(out, p) // strict: the file's, as in ParseConfig
+	for i, p := range cfg.WarningProblems() {
+		if opts.Strict && cfg.Warnings[i].StrictError() {
+			out = append(out, problemFromWarning(cfg.Warnings[i], true)) // the file's, as in ParseConfig
 			continue
-		}
-		if i := rejectedAt(cfg, w.File, w.Path); i >= 0 {
-			p.Manual = cfg.Rejected[i].Name
-		} else if i := templateAt(cfg.ManualCallTemplates, w.File, w.Path); i >= 0 {
-			p.Manual = cfg.ManualCallTemplates[i].Name
 		}
 		warnings = append(warnings, p)
 	}
@@ -109,6 +103,23 @@ func CheckConfig(path string, data []byte, opts Options) (*Config, []Problem) {
 	slices.SortStableFunc(cfg.Rejected, func(a, b Rejected) int { return compareLocation(cfg, a.Template, b.Template) })
 	sortProblems(out)
 	return cfg, out
+}
+
+// WarningProblems returns cfg.Warnings as warning problems, in order,
+// each inside a manual call template with that template's Manual set:
+// what Summarize folds.
+func (cfg *Config) WarningProblems() []Problem {
+	out := make([]Problem, 0, len(cfg.Warnings))
+	for _, w := range cfg.Warnings {
+		p := problemFromWarning(w, false)
+		if i := rejectedAt(cfg, w.File, w.Path); i >= 0 {
+			p.Manual = cfg.Rejected[i].Name
+		} else if i := templateAt(cfg.ManualCallTemplates, w.File, w.Path); i >= 0 {
+			p.Manual = cfg.ManualCallTemplates[i].Name
+		}
+		out = append(out, p)
+	}
+	return out
 }
 
 // compareLocation orders templates by file (as first read), then line.
