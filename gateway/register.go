@@ -106,7 +106,9 @@ func (g *Gateway) RegisterManual(ctx context.Context, raw json.RawMessage, opts 
 			return nil, manualExists(name)
 		}
 	}
-	resolved, err := g.resolve(&tmpl, name)
+	// The checks config validate runs too (manuals.ResolveTemplate):
+	// variables, then the transport's own before any network I/O.
+	resolved, err := manuals.ResolveTemplate(g.types, &tmpl, name, g.vars.Load())
 	if err != nil {
 		return nil, err
 	}
@@ -158,6 +160,13 @@ func (g *Gateway) RegisterManual(ctx context.Context, raw json.RawMessage, opts 
 		seen[tool.Name] = true
 		entry.Tools = append(entry.Tools, tool)
 		res.Tools = append(res.Tools, tool.Name)
+	}
+	if len(entry.Tools) == 0 {
+		if len(m.Tools) == 0 {
+			res.Warnings = append(res.Warnings, fmt.Sprintf("manual %q lists no tools: it is registered with none", name))
+		} else {
+			res.Warnings = append(res.Warnings, fmt.Sprintf("manual %q is registered with no tools: all %d of its tools were dropped", name, len(m.Tools)))
+		}
 	}
 	res.Manual = m
 

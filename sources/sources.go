@@ -50,6 +50,11 @@ type Wanted struct {
 	// Keep leaves the registered version alone: the source is broken
 	// now and its last good version keeps serving.
 	Keep bool
+	// Err, when set, is why the source cannot use the manual as written
+	// (a configuration template the shared check rejected,
+	// daemon.CheckConfig): it is not registered but counted and logged as
+	// a failed registration; a version registered before keeps serving.
+	Err error
 }
 
 // Stats counts what one sync did.
@@ -102,6 +107,10 @@ func fingerprint(w *Wanted, vars *manuals.Resolver) [32]byte {
 	h.Write([]byte{0})
 	h.Write(w.Extra)
 	h.Write([]byte{0})
+	if w.Err != nil {
+		h.Write([]byte("rejected: " + w.Err.Error()))
+		h.Write([]byte{0})
+	}
 	if manuals.HasVariables(w.Raw) {
 		sub, err := manuals.Substitute(w.Raw, w.Name, vars)
 		if err != nil {
@@ -156,6 +165,24 @@ func (s *Reconciler) Sync(ctx context.Context, want []Wanted, vars *manuals.Reso
 			continue
 		}
 		fp := fingerprint(&w, vars)
+		if w.Err != nil {
+			if e, ok := s.have[w.Name]; ok && e.fp == fp && !e.ok && !force {
+				st.Unchanged++
+				continue
+			}
+			st.Failed++
+			if m, ok := s.g.Manual(w.Name); ok && m.Source == s.source {
+				s.record(s.source, "replace", w.Err)
+				s.log.Error("manual not replaced; its last good version keeps serving",
+					"source", s.source, "manual", w.Name, "origin", w.Origin, "code", utcp.CodeOf(w.Err), "err", w.Err)
+			} else {
+				s.record(s.source, "register", w.Err)
+				s.log.Error("manual not registered", "source", s.source, "manual", w.Name, "origin", w.Origin,
+					"code", utcp.CodeOf(w.Err), "err", w.Err)
+			}
+			s.have[w.Name] = &entry{fp: fp, origin: w.Origin}
+			continue
+		}
 		if e, ok := s.have[w.Name]; ok && e.fp == fp && (e.ok || !force) {
 			st.Unchanged++
 			continue

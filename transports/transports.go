@@ -3,7 +3,7 @@
 // package registers, and the Registry that maps call_template_type to Info.
 //
 // This package is the contract and nothing else: the interfaces (Transport,
-// Streamer, Stream and the optional Keyer, PrefixedNames, Endpointer), Info
+// Streamer, Stream and the optional Keyer, PrefixedNames, Endpointer, Checker), Info
 // and Registry, template and configuration decoding (DecodeTemplate,
 // DecodeTemplateOf, SpecOf, DecodeConfig), the registration counter Count,
 // the sentinel errors and the discovery limits.
