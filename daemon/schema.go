@@ -783,11 +783,16 @@ func (b *schemaBuilder) gatewaySchema() obj {
 		if !ok {
 			b.fail("the gateway key %q has no description (daemon/schema.go, gatewayDocs)", key)
 		}
+		// The sentences the tags add go before the overrides ("[$UTCPD_X, --x]").
+		doc, overrides, _ := strings.Cut(doc, " [")
 		if _, ok := tagOption(f, "path"); ok {
 			doc += " A relative path is relative to the configuration file."
 		}
 		if _, ok := tagOption(f, "reload"); ok {
 			doc += " Applies again on SIGHUP."
+		}
+		if overrides != "" {
+			doc += " [" + overrides
 		}
 		s["description"] = doc
 		if defaults.IsValid() {
