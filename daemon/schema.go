@@ -529,6 +529,9 @@ func (b *schemaBuilder) structProps(t reflect.Type) (obj, []any) {
 			name = f.Name
 		}
 		s := b.typeSchema(f.Type, t.String()+"."+f.Name)
+		if o, ok := fieldSchemas[declaring(t, f).String()+"."+f.Name]; ok {
+			s = cloneObj(o)
+		}
 		if schemaTag(f, "required") {
 			required = append(required, name)
 			nonEmpty(s)
@@ -550,6 +553,16 @@ func (b *schemaBuilder) noteStruct(t reflect.Type) {
 	if !slices.Contains(b.structs, t) {
 		b.structs = append(b.structs, t)
 	}
+}
+
+// fieldSchemas replace the schema of the fields whose decoder reads
+// them otherwise than encoding/json would into the field, keyed
+// "Type.Field".
+var fieldSchemas = map[string]obj{
+	// decodePostProcessor reads limit as a json.Number: a non-negative
+	// integer, written as a number or as a string.
+	"manuals.LimitStrings.Limit": {"type": []any{"integer", "string"}, "minimum": 0,
+		"pattern": `^(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?$`},
 }
 
 // declaring returns the struct type that declares the (possibly

@@ -758,3 +758,36 @@ func TestAuthSchemaAgrees(t *testing.T) {
 	agree(map[string]any{"auth_type": "token", "api_key": "k"}, false)
 	agree(map[string]any{"api_key": "k"}, false)
 }
+
+// TestPostProcessorSchemaAgrees: the post-processors' parts agree with
+// the configuration parser on the values it reads (limit_strings' limit,
+// read as a JSON number or a numeric string; the filter lists).
+func TestPostProcessorSchemaAgrees(t *testing.T) {
+	s := compileSchemas(t, true).config
+	for _, c := range []struct {
+		entry string
+		ok    bool
+	}{
+		{`{"tool_post_processor_type": "limit_strings", "limit": 10}`, true},
+		{`{"tool_post_processor_type": "limit_strings", "limit": 0}`, true},
+		{`{"tool_post_processor_type": "limit_strings", "limit": "10"}`, true},
+		{`{"tool_post_processor_type": "limit_strings", "limit": 1e2}`, true},
+		{`{"tool_post_processor_type": "limit_strings", "limit": null}`, true},
+		{`{"tool_post_processor_type": "limit_strings", "limit": -1}`, false},
+		{`{"tool_post_processor_type": "limit_strings", "limit": "-1"}`, false},
+		{`{"tool_post_processor_type": "limit_strings", "limit": "many"}`, false},
+		{`{"tool_post_processor_type": "limit_strings", "limit": true}`, false},
+		{`{"tool_post_processor_type": "limit_strings", "exclude_tools": ["a.b"], "only_include_manuals": ["a"]}`, true},
+		{`{"tool_post_processor_type": "limit_strings", "exclude_tools": "a.b"}`, false},
+		{`{"tool_post_processor_type": "filter_dict", "exclude_keys": ["_links"], "only_include_keys": null}`, true},
+		{`{"tool_post_processor_type": "filter_dict", "exclude_keys": [1]}`, false},
+		{`{"tool_post_processor_type": "filter_dict", "only_include_keys": {"a": true}}`, false},
+	} {
+		cfg := `{"post_processing": [` + c.entry + `]}`
+		v := load(t, t.TempDir(), cfg, true)
+		serr := check(s, cfg)
+		if v.ok() != c.ok || (serr == nil) != c.ok {
+			t.Errorf("%s: utcpd says %v, the schema says %v; want valid=%v", c.entry, v.errs, serr, c.ok)
+		}
+	}
+}
