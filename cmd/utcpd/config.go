@@ -8,7 +8,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/utcpd/utcpd/daemon"
+	"github.com/utcpd/utcpd/guard"
 	"github.com/utcpd/utcpd/manuals"
+	"github.com/utcpd/utcpd/transports"
 )
 
 func newConfigCmd() *cobra.Command {
@@ -90,7 +92,7 @@ It exits 0 when the file has no error, 2 when it has errors.`,
 	}
 	validate.Flags().BoolVar(&asJSON, "json", false, `print one JSON object: {"file", "errors", "warnings", "manuals", "rejected", "problems"}`)
 	validate.Flags().BoolVar(&strict, "strict", false, "treat unknown fields and ignored settings as errors")
-	cmd.AddCommand(validate)
+	cmd.AddCommand(validate, newConfigSchemaCmd())
 	return cmd
 }
 
@@ -120,4 +122,43 @@ func writeValidateJSON(w io.Writer, file string, c *daemon.Checked, errs, warnin
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(res)
+}
+
+func newConfigSchemaCmd() *cobra.Command {
+	var strict bool
+	cmd := &cobra.Command{
+		Use:   "schema",
+		Short: "Print the JSON Schema of configuration files",
+		Long: `schema prints the JSON Schema (draft 2020-12) of utcpd configuration files,
+generated from what this utcpd decodes: every manual call template type it
+has, the gateway section and the guard kinds. docs/config.schema.json is its
+output; an editor given the schema (a "$schema" key in the file) completes
+and checks configurations as they are written. Unknown fields are allowed, as
+they are warnings; --strict prints the variant for config validate --strict,
+where they are errors. config validate remains the full check
+(docs/configuration.md).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			out, err := daemon.ConfigSchema(configSchemaOptions(strict))
+			if err != nil {
+				return err
+			}
+			_, err = cmd.OutOrStdout().Write(out)
+			return err
+		},
+	}
+	cmd.Flags().BoolVar(&strict, "strict", false, "print the strict variant: unknown fields are errors")
+	return cmd
+}
+
+// configSchemaOptions are the options of utcpd config schema: every
+// registered transport and guard kind, and the built-in defaults except
+// the data folder's (which depends on the machine).
+func configSchemaOptions(strict bool) daemon.SchemaOptions {
+	d := defaultSettings()
+	d.DataDir = ""
+	d.GuardTimeout = daemon.DefaultGuardTimeout
+	d.ReviewTimeout = d.EffectiveReviewTimeout()
+	d.AuditRetention = d.EffectiveAuditRetention()
+	return daemon.SchemaOptions{Transports: transports.Default, Guards: guard.Default, Defaults: &d, Strict: strict}
 }

@@ -21,7 +21,7 @@ type Template struct {
 	// FilePath is the file to read: a UTCP manual or an OpenAPI
 	// description (JSON or YAML) for discovery, or any content a tool
 	// answers with. Required.
-	FilePath string `json:"file_path"`
+	FilePath string `json:"file_path" jsonschema:"required"`
 	// AuthTools is the auth given to the tools of a converted OpenAPI
 	// document where it fits their security scheme.
 	AuthTools *utcp.Auth `json:"auth_tools,omitempty"`

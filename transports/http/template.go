@@ -33,7 +33,7 @@ const (
 type Template struct {
 	// URL is the request URL. It may contain {name} placeholders, each
 	// replaced at call time by the escaped argument of that name. Required.
-	URL string `json:"url"`
+	URL string `json:"url" jsonschema:"required"`
 	// HTTPMethod is GET (the default), POST, PUT, DELETE or PATCH. Lower
 	// case is accepted.
 	HTTPMethod string `json:"http_method,omitempty"`
