@@ -56,6 +56,7 @@ var schemaDocs = map[string]string{
 	"http.Template.AuthTools":                "AuthTools, on a manual template whose URL serves an OpenAPI document, is the auth given to the generated tools whose security scheme it is compatible with (see manuals.ConvertOpenAPI).",
 	"http.Template.BodyField":                "BodyField names the argument that becomes the request body (default \"body\"). Without that argument no body is sent.",
 	"http.Template.ContentType":              "ContentType is the request Content-Type when a body is sent and the headers do not set one (default application/json). A JSON type (application/json, */*+json) sends the body argument as JSON; application/x-www-form-urlencoded sends an object argument as a form; anything else sends a string argument as it is and other values as JSON text.",
+	"http.Template.CookieFields":             "CookieFields names the arguments sent as cookies, name=value in one Cookie header in this order (after the template's own Cookie header, if any). A value must be cookie octets (RFC 6265: no spaces, quotes, commas, semicolons or backslashes). A utcpd extension: the OpenAPI converter puts cookie parameters here.",
 	"http.Template.HTTPMethod":               "HTTPMethod is GET (the default), POST, PUT, DELETE or PATCH. Lower case is accepted.",
 	"http.Template.HeaderFields":             "HeaderFields names the arguments sent as request headers.",
 	"http.Template.Headers":                  "Headers are static request headers.",
