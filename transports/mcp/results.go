@@ -71,14 +71,17 @@ func unknownTool(msg, tool string) bool {
 		(strings.Contains(l, "tool") && strings.Contains(l, "not found"))
 }
 
-// toolResult turns a tools/call result into a value, or the tool's error.
-func toolResult(s *server, tool string, res *sdk.CallToolResult) (any, error) {
+// toolResult turns a tools/call result into a utcp result (Value and,
+// for the MCP front, the result as the server sent it in MCP), or the
+// tool's error.
+func toolResult(s *server, tool string, res *sdk.CallToolResult) (*utcp.Result, error) {
 	if res == nil {
-		return nil, nil
+		return &utcp.Result{}, nil
 	}
 	v := resultValue(res)
+	native := nativeResult(res)
 	if !res.IsError {
-		return v, nil
+		return &utcp.Result{Value: v, MCP: native}, nil
 	}
 	msg := joinedText(res.Content)
 	if unknownTool(msg, tool) {
@@ -87,7 +90,18 @@ func toolResult(s *server, tool string, res *sdk.CallToolResult) (any, error) {
 	if msg == "" {
 		msg = fmt.Sprintf("mcp: %s: tool %s reported an error", s.what(), tool)
 	}
-	return nil, &utcp.ToolError{Message: msg, Value: v}
+	return nil, &utcp.ToolError{Message: msg, Value: v, MCP: native}
+}
+
+// nativeResult is res as MCP JSON (content blocks with their annotations
+// and _meta, structuredContent, _meta, isError), nil when it does not
+// encode.
+func nativeResult(res *sdk.CallToolResult) json.RawMessage {
+	b, err := json.Marshal(res)
+	if err != nil {
+		return nil
+	}
+	return b
 }
 
 // joinedText joins the text blocks of content with newlines.
