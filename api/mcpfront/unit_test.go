@@ -158,3 +158,21 @@ func TestResult(t *testing.T) {
 		})
 	}
 }
+
+func TestNamingNative(t *testing.T) {
+	tools := []*utcp.Tool{{Name: "a.add"}, {Name: "m.srv.add"}, {Name: "m.srv.echo"}, {Name: "m.other.echo"}, {Name: "b.echo"}}
+	got := Naming{Short: true, Native: []string{"m.srv"}}.Names(tools)
+	// The native names win; a short name they take falls back to the
+	// qualified name, never to a mangled one.
+	want := []string{"a.add", "add", "echo", "other.echo", "b.echo"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("names (-want +got):\n%s", diff)
+	}
+	if c := nativeCollisions([]string{"m.srv"}, tools, got); len(c) != 0 {
+		t.Errorf("collisions %v, want none", c)
+	}
+	both := Naming{Native: []string{"m.srv", "m.other"}}.Names(tools)
+	if c := nativeCollisions([]string{"m.srv", "m.other"}, tools, both); len(c) != 1 || !strings.Contains(c[0], "m.other.echo") {
+		t.Errorf("collisions %v, want m.other.echo's", c)
+	}
+}

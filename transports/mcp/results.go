@@ -95,9 +95,19 @@ func toolResult(s *server, tool string, res *sdk.CallToolResult) (*utcp.Result, 
 
 // nativeResult is res as MCP JSON (content blocks with their annotations
 // and _meta, structuredContent, _meta, isError), nil when it does not
-// encode.
+// encode. Protocol bookkeeping of the session it came over (resultType,
+// multi-round-trip input requests) is no part of it.
 func nativeResult(res *sdk.CallToolResult) json.RawMessage {
-	b, err := json.Marshal(res)
+	content := res.Content
+	if content == nil {
+		content = []sdk.Content{}
+	}
+	b, err := json.Marshal(struct {
+		Meta              sdk.Meta      `json:"_meta,omitempty"`
+		Content           []sdk.Content `json:"content"`
+		StructuredContent any           `json:"structuredContent,omitempty"`
+		IsError           bool          `json:"isError,omitempty"`
+	}{res.Meta, content, res.StructuredContent, res.IsError})
 	if err != nil {
 		return nil
 	}
