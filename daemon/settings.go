@@ -72,6 +72,13 @@ type Settings struct {
 	CodeMode    codemode.Options
 	CodeModeOff bool
 
+	// MCPCodeMode offers codemode.run on the /mcp front (gateway.mcp.codemode;
+	// off by default, and never while CodeModeOff); MCPNativeNames are the
+	// MCP servers whose tools /mcp lists under their own names
+	// (gateway.mcp.native_names, mcpfront.Options.NativeNames).
+	MCPCodeMode    bool
+	MCPNativeNames []string
+
 	// Discovery limits (gateway.max_tools_per_manual,
 	// gateway.max_manual_bytes); 0 keeps the gateway's defaults (20,000
 	// tools, 16 MiB).

@@ -35,7 +35,8 @@ const defaultMCPPoll = 10 * time.Second
 func newMCPCmd() *cobra.Command {
 	var (
 		configPath, connect, apiKey, logLevel string
-		strict, shortNames                    bool
+		strict, shortNames, codeMode          bool
+		nativeNames                           []string
 		timeout, poll                         time.Duration
 	)
 	cmd := &cobra.Command{
@@ -57,8 +58,10 @@ Two modes:
 With neither, ./utcpd.json runs in-process when it exists, else the daemon at
 http://127.0.0.1:8787 is used.
 
-Tools are listed under their qualified names (manual.tool); see docs/mcp.md for
-names, results and the error mapping. Standard output carries only MCP
+Tools are listed under their qualified names (manual.tool); --native-names
+manual.server lists that MCP server's tools exactly as the server names them;
+--codemode (with --config) also offers codemode.run. See docs/mcp.md for names,
+results and the error mapping. Standard output carries only MCP
 messages; warnings and logs go to standard error.
 
 Example client configuration (Claude Desktop, Cursor, ...):
@@ -77,7 +80,7 @@ unusable configuration.`,
 			log := slog.New(utcp.RedactHandler(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level})))
 			opts := mcpfront.Options{
 				Name: "utcpd", Version: versionString(), CallTimeout: timeout, ShortNames: shortNames,
-				Principal: "stdio", Logger: log,
+				NativeNames: nativeNames, Principal: "stdio", Logger: log,
 			}
 			server := connect
 			if server == "" && !cmd.Flags().Changed("config") {
@@ -102,6 +105,9 @@ unusable configuration.`,
 				if poll <= 0 {
 					return &exitError{code: exitUsage, err: errors.New("--poll must be positive")}
 				}
+				if codeMode {
+					return &exitError{code: exitUsage, err: errors.New("--codemode needs --config: bridged, the daemon's tools are what the front lists")}
+				}
 				opts.Backend = &restBackend{c: c, poll: poll}
 			} else {
 				path := configPath
@@ -120,19 +126,24 @@ unusable configuration.`,
 				}
 				defer g.Close()
 				opts.Gateway = g
-				// In-process, the front offers CodeMode as the daemon's does
+				// In-process and asked for, the front offers CodeMode
 				// (codemode.run); bridged, the daemon's tools are what it lists.
-				runner, err := codemode.New(codemode.Options{Tools: g})
-				if err != nil {
-					return err
+				if codeMode {
+					runner, err := codemode.New(codemode.Options{Tools: g})
+					if err != nil {
+						return err
+					}
+					opts.CodeMode = runner
 				}
-				opts.CodeMode = runner
 			}
 			if timeout <= 0 {
 				return &exitError{code: exitUsage, err: errors.New("--timeout must be positive")}
 			}
 			front, err := mcpfront.New(cmd.Context(), opts)
 			if err != nil {
+				if len(nativeNames) > 0 && strings.Contains(err.Error(), "native name") {
+					return &exitError{code: exitUsage, err: err}
+				}
 				return err
 			}
 			defer front.Close()
@@ -146,6 +157,8 @@ unusable configuration.`,
 	fl.StringVar(&connect, "connect", "", "bridge to the running daemon at this URL [$UTCPD_SERVER]")
 	fl.StringVar(&apiKey, "api-key", "", "with --connect: API key for the REST front; prefer $UTCPD_API_KEY, flags show in ps [$UTCPD_API_KEY]")
 	fl.BoolVar(&shortNames, "short-names", false, "list a tool under its name without the manual prefix while no other tool has that name")
+	fl.StringArrayVar(&nativeNames, "native-names", nil, "list the tools of this MCP server (manual.server) exactly as the server names them (repeatable; colliding names are refused)")
+	fl.BoolVar(&codeMode, "codemode", false, "in-process: also offer codemode.run (CodeMode)")
 	fl.DurationVar(&timeout, "timeout", mcpfront.DefaultCallTimeout, "deadline of each tool call (a daemon caps it at its max_timeout)")
 	fl.DurationVar(&poll, "poll", defaultMCPPoll, "with --connect: how often the daemon's tools are re-read to notice changes")
 	fl.StringVar(&logLevel, "log-level", "warn", "log level on standard error: debug, info, warn or error")

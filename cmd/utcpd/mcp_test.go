@@ -144,13 +144,21 @@ func TestMCPStdioConfig(t *testing.T) {
 	writeFile(t, cfg, fmt.Sprintf(`{"manual_call_templates": [%s]}`, be.template("demo")))
 	for _, pv := range []string{"", "2025-11-25"} {
 		t.Run("protocol "+pv, func(t *testing.T) {
-			c, err := connectMCP(t, mcpCommand(dir, nil, "--config", cfg), pv)
+			c, err := connectMCP(t, mcpCommand(dir, nil, "--config", cfg, "--codemode"), pv)
 			if err != nil {
 				t.Fatal(err)
 			}
 			checkMCPTools(t, c, true)
 		})
 	}
+	// CodeMode is offered only when asked for.
+	t.Run("without --codemode", func(t *testing.T) {
+		c, err := connectMCP(t, mcpCommand(dir, nil, "--config", cfg), "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkMCPTools(t, c, false)
+	})
 }
 
 // TestMCPStdioConnect bridges "utcpd mcp --connect" to a running daemon
@@ -205,7 +213,7 @@ func TestMCPOverHTTP(t *testing.T) {
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "utcpd.json")
 	writeFile(t, cfg, fmt.Sprintf(`{"manual_call_templates": [%s],
-  "gateway": {"api_keys": ["k1"], "allowed_origins": ["https://app.example.com"]}}`, be.template("demo")))
+  "gateway": {"api_keys": ["k1"], "allowed_origins": ["https://app.example.com"], "mcp": {"codemode": true}}}`, be.template("demo")))
 	d := startDaemon(t, daemonOpts{dir: dir, args: []string{"--config", cfg}})
 	post := func(origin, key string) int {
 		req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, d.URL+"/mcp", strings.NewReader(
@@ -322,8 +330,8 @@ func TestMCPStdioInspector(t *testing.T) {
 		return res, string(out)
 	}
 	res, out := run("--method", "tools/list")
-	// The five demo tools and the front's own codemode.run.
-	if tools, _ := res["tools"].([]any); len(tools) != 6 || !strings.Contains(out, `"demo.add"`) || !strings.Contains(out, `"codemode.run"`) {
+	// The five demo tools, and no codemode.run (not asked for).
+	if tools, _ := res["tools"].([]any); len(tools) != 5 || !strings.Contains(out, `"demo.add"`) || strings.Contains(out, `"codemode.run"`) {
 		t.Errorf("tools/list:\n%s", out)
 	}
 	res, out = run("--method", "tools/call", "--tool-name", "demo.add", "--tool-arg", "a=20", "b=22")

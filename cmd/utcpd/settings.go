@@ -63,7 +63,7 @@ var gatewayKeys = []string{
 	"default_timeout", "max_timeout", "shutdown_timeout", "log_format", "log_level",
 	"guards", "bypass_tools", "guard_timeout", "review_timeout", "audit_retention",
 	"allowed_origins", "store", "store_resync_interval", "store_max_conns", "public_url",
-	"codemode", "allowed_hosts", "read_timeout", "max_connections", "max_tools_per_manual", "max_manual_bytes",
+	"codemode", "mcp", "allowed_hosts", "read_timeout", "max_connections", "max_tools_per_manual", "max_manual_bytes",
 }
 
 // defaultSettings returns the built-in defaults.
@@ -301,6 +301,10 @@ func applyGatewaySection(s *settings, raw json.RawMessage, file string, data []b
 			}
 		case "codemode":
 			if msg := applyCodeModeSetting(s, v); msg != "" {
+				bad("%s", msg)
+			}
+		case "mcp":
+			if msg := applyMCPSetting(s, v); msg != "" {
 				bad("%s", msg)
 			}
 		case "guards", "bypass_tools", "guard_timeout", "review_timeout", "audit_retention":
