@@ -177,37 +177,54 @@ type restBackend struct {
 	poll time.Duration
 }
 
-// Tools reads every tool (GET /v1/tools, up to front.MaxLimit).
+// Tools reads every tool (GET /v1/tools, up to front.MaxLimit), with the
+// metadata of MCP tools (?mcp=true).
 func (b *restBackend) Tools(ctx context.Context) ([]*utcp.Tool, error) {
-	tools, err := remoteTools(ctx, b.c, url.Values{"limit": {strconv.Itoa(front.MaxLimit)}})
+	tools, err := remoteTools(ctx, b.c, url.Values{"limit": {strconv.Itoa(front.MaxLimit)}, "mcp": {"true"}})
 	if err != nil {
 		return nil, fromRemote(err)
 	}
 	return tools, nil
 }
 
-// CallTool posts to /v1/tools/{name}/call with opts.Timeout as ?timeout=.
-// An is_error answer is a *utcp.ToolError carrying the tool's value.
+// CallTool posts to /v1/tools/{name}/call?mcp=true with opts.Timeout as
+// ?timeout=. An is_error answer is a *utcp.ToolError carrying the tool's
+// value; an MCP server's own result comes back in MCP.
 func (b *restBackend) CallTool(ctx context.Context, name string, args map[string]any, opts gateway.CallOptions) (*utcp.Result, error) {
 	var out front.CallResponse
-	err := b.c.do(ctx, http.MethodPost, "/v1/tools/"+pathEscape(name)+"/call", timeoutQuery(opts.Timeout), front.CallRequest{Arguments: args}, &out)
+	err := b.c.do(ctx, http.MethodPost, "/v1/tools/"+pathEscape(name)+"/call", nativeQuery(opts.Timeout), front.CallRequest{Arguments: args}, &out)
 	if err != nil {
 		return nil, fromRemote(err)
 	}
 	if out.IsError {
-		return nil, toolErrorOf(out.Result)
+		te := toolErrorOf(out.Result)
+		te.MCP = out.MCP
+		return nil, te
 	}
-	return &utcp.Result{Value: out.Result}, nil
+	return &utcp.Result{Value: out.Result, MCP: out.MCP}, nil
 }
 
-// CallToolStreaming posts to /v1/tools/{name}/stream and reads its events.
+// nativeQuery is timeoutQuery with mcp=true: the daemon's answers in
+// their MCP-native forms (see package api/front).
+func nativeQuery(d time.Duration) url.Values {
+	q := timeoutQuery(d)
+	if q == nil {
+		q = url.Values{}
+	}
+	q.Set("mcp", "true")
+	return q
+}
+
+// CallToolStreaming posts to /v1/tools/{name}/stream?mcp=true and reads
+// its events, with their types and MCP results when the daemon answers in
+// that form (header Utcpd-MCP).
 func (b *restBackend) CallToolStreaming(ctx context.Context, name string, args map[string]any, opts gateway.CallOptions) (transports.Stream, error) {
 	body, err := json.Marshal(front.CallRequest{Arguments: args})
 	if err != nil {
 		return nil, err
 	}
 	target := strings.TrimRight(b.c.base.String(), "/") + "/v1/tools/" + pathEscape(name) + "/stream"
-	if q := timeoutQuery(opts.Timeout).Encode(); q != "" {
+	if q := nativeQuery(opts.Timeout).Encode(); q != "" {
 		target += "?" + q
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(body))
@@ -234,7 +251,7 @@ func (b *restBackend) CallToolStreaming(ctx context.Context, name string, args m
 	}
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64<<10), 64<<20)
-	return &sseStream{body: resp.Body, sc: sc}, nil
+	return &sseStream{body: resp.Body, sc: sc, native: resp.Header.Get(front.HeaderMCP) == "1"}, nil
 }
 
 // Subscribe calls fn every poll interval: the MCP front re-reads the
@@ -311,11 +328,13 @@ func toolErrorOf(v any) *utcp.ToolError {
 }
 
 // sseStream reads the REST front's stream events: chunk (an event),
-// end (io.EOF) and error (the envelope's error).
+// end (io.EOF) and error (the envelope's error). native: chunks carry a
+// front.StreamEvent.
 type sseStream struct {
-	body io.ReadCloser
-	sc   *bufio.Scanner
-	err  error
+	body   io.ReadCloser
+	sc     *bufio.Scanner
+	err    error
+	native bool
 }
 
 // Recv returns the next chunk event, io.EOF after the end event, or the
@@ -372,6 +391,13 @@ func (s *sseStream) decode(event, id string, data []byte) (*utcp.Event, error) {
 	case "chunk", "":
 		dec := json.NewDecoder(bytes.NewReader(data))
 		dec.UseNumber()
+		if s.native {
+			var ev front.StreamEvent
+			if err := dec.Decode(&ev); err != nil {
+				return nil, utcp.Errorf(utcp.CodeTransportError, "a stream event is not JSON: %w", err)
+			}
+			return &utcp.Event{Type: ev.Type, ID: id, Data: ev.Data, MCP: ev.MCP}, nil
+		}
 		var v any
 		if err := dec.Decode(&v); err != nil {
 			return nil, utcp.Errorf(utcp.CodeTransportError, "a stream event is not JSON: %w", err)

@@ -179,7 +179,7 @@ func remoteTools(ctx context.Context, c *client, q url.Values) ([]*utcp.Tool, er
 	}
 	out := make([]*utcp.Tool, len(list.Tools))
 	for i, t := range list.Tools {
-		out[i] = &utcp.Tool{Name: t.Name, Description: t.Description, Tags: t.Tags, Inputs: t.Inputs, Outputs: t.Outputs}
+		out[i] = &utcp.Tool{Name: t.Name, Description: t.Description, Tags: t.Tags, Inputs: t.Inputs, Outputs: t.Outputs, MCP: t.MCP}
 	}
 	return out, nil
 }
