@@ -38,7 +38,8 @@
 // server's title, annotations, icons and _meta (utcp.Tool.MCP, utcpd's
 // _meta keys added); for every other tool the tags read_only,
 // destructive, idempotent and open_world become the matching
-// annotations. notifications/tools/list_changed is sent when the tool set
+// annotations, and an http tool's method adds readOnlyHint (GET, HEAD)
+// or destructiveHint (DELETE). notifications/tools/list_changed is sent when the tool set
 // changes (Backend.Subscribe). With Options.CodeMode the front also lists
 // codemode.run, which runs a Lua program through CodeMode (package
 // api/codemode); a Backend tool whose MCP name would be codemode.run is

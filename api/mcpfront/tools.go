@@ -328,7 +328,7 @@ func MCPTool(name string, t *utcp.Tool) *mcp.Tool {
 		mt.Title, mt.Annotations, mt.Icons = md.Title, md.Annotations, md.Icons
 		maps.Copy(mt.Meta, md.Meta)
 	} else {
-		mt.Annotations = annotations(t.Tags)
+		mt.Annotations = annotations(t.Tags, httpMethod(t.ToolCallTemplate))
 	}
 	mt.Meta[MetaQualifiedName] = t.Name
 	mt.Meta[MetaTags] = tags
@@ -404,10 +404,18 @@ func isObjectType(typ json.RawMessage) bool {
 }
 
 // annotations turns the tags the MCP client transport derives from
-// annotations back into them; nil when t has none of them.
-func annotations(tags []string) *mcp.ToolAnnotations {
+// annotations back into them, and adds what an HTTP tool's method says
+// (method "" for other tools): GET and HEAD are read-only, DELETE is
+// destructive; nil when neither says anything.
+func annotations(tags []string, method string) *mcp.ToolAnnotations {
 	has := func(t string) bool { return slices.Contains(tags, t) }
 	readOnly, destructive, idempotent, openWorld := has("read_only"), has("destructive"), has("idempotent"), has("open_world")
+	switch method {
+	case "GET", "HEAD":
+		readOnly = readOnly || !destructive
+	case "DELETE":
+		destructive = destructive || !readOnly
+	}
 	if !readOnly && !destructive && !idempotent && !openWorld {
 		return nil
 	}
@@ -421,4 +429,22 @@ func annotations(tags []string) *mcp.ToolAnnotations {
 		a.OpenWorldHint = &openWorld
 	}
 	return a
+}
+
+// httpMethod is the HTTP method of an http tool's call template (upper
+// case, GET when it names none), "" for every other tool.
+func httpMethod(tmpl *utcp.CallTemplate) string {
+	if tmpl == nil || tmpl.Type != "http" {
+		return ""
+	}
+	var t struct {
+		Method string `json:"http_method"`
+	}
+	if len(tmpl.Raw) > 0 && json.Unmarshal(tmpl.Raw, &t) != nil {
+		return ""
+	}
+	if t.Method == "" {
+		return "GET"
+	}
+	return strings.ToUpper(t.Method)
 }

@@ -91,6 +91,15 @@ func TestMCPTool(t *testing.T) {
 			in: `{"type":"object"}`, out: `null`, anno: `{"idempotentHint":true,"openWorldHint":true,"readOnlyHint":true}`, desc: "d"},
 		{name: "destructive", tool: utcp.Tool{Name: "m.t", Description: "d", Tags: []string{"destructive"}},
 			in: `{"type":"object"}`, out: `null`, anno: `{"destructiveHint":true,"idempotentHint":false,"readOnlyHint":false}`, desc: "d"},
+		{name: "http GET", tool: utcp.Tool{Name: "m.t", Description: "d", ToolCallTemplate: &utcp.CallTemplate{Type: "http", Raw: json.RawMessage(`{"call_template_type":"http","http_method":"get"}`)}},
+			in: `{"type":"object"}`, out: `null`, anno: `{"idempotentHint":false,"readOnlyHint":true}`, desc: "d"},
+		{name: "http DELETE", tool: utcp.Tool{Name: "m.t", Description: "d", ToolCallTemplate: &utcp.CallTemplate{Type: "http", Raw: json.RawMessage(`{"call_template_type":"http","http_method":"DELETE"}`)}},
+			in: `{"type":"object"}`, out: `null`, anno: `{"destructiveHint":true,"idempotentHint":false,"readOnlyHint":false}`, desc: "d"},
+		{name: "http POST", tool: utcp.Tool{Name: "m.t", Description: "d", ToolCallTemplate: &utcp.CallTemplate{Type: "http", Raw: json.RawMessage(`{"call_template_type":"http","http_method":"POST"}`)}},
+			in: `{"type":"object"}`, out: `null`, anno: `null`, desc: "d"},
+		{name: "MCP metadata", tool: utcp.Tool{Name: "m.s.t", Description: "d", Tags: []string{"read_only"},
+			MCP: json.RawMessage(`{"title":"T","annotations":{"readOnlyHint":false,"idempotentHint":true}}`)},
+			in: `{"type":"object"}`, out: `null`, anno: `{"idempotentHint":true,"readOnlyHint":false}`, desc: "d"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			mt := MCPTool("n", &tc.tool)
