@@ -50,11 +50,11 @@ func (s *Server) call(ctx context.Context, req *mcp.CallToolRequest, qualified s
 // callStreaming calls through the stream path. A progress event (Type
 // "progress", data {"progress", "total", "message"}, as the mcp transport
 // reports a backend's notifications/progress) is sent on as the backend
-// sent it and is no part of the result; a result event (Type "result")
-// is the result. Every other event is a piece of the result: it is
-// reported as progress 1, 2, 3, ... (its data, cut, as the message) and
-// the result collects them (one: as CallTool's; several: one text block
-// each).
+// sent it and is no part of the result. Every other event is a piece of
+// the result, reported as progress 1, 2, 3, ... (its data, cut, as the
+// message) unless it is a result event (Type "result", the mcp
+// transport's last); the result collects the pieces (one: as CallTool's,
+// the MCP server's own result included; several: one text block each).
 func (s *Server) callStreaming(ctx context.Context, req *mcp.CallToolRequest, qualified string, args map[string]any, opts gateway.CallOptions, token any, check *outputCheck) (*mcp.CallToolResult, error) {
 	st, err := s.backend.CallToolStreaming(ctx, qualified, args, opts)
 	if err != nil {
@@ -62,7 +62,7 @@ func (s *Server) callStreaming(ctx context.Context, req *mcp.CallToolRequest, qu
 	}
 	defer st.Close()
 	var pieces []*utcp.Event
-	var result *utcp.Event
+	numbered := 0
 	for {
 		ev, err := st.Recv()
 		if errors.Is(err, io.EOF) {
@@ -78,20 +78,18 @@ func (s *Server) callStreaming(ctx context.Context, req *mcp.CallToolRequest, qu
 			_ = req.Session.NotifyProgress(ctx, p)
 			continue
 		}
-		if ev.Type == "result" {
-			result = ev
-			continue
-		}
 		pieces = append(pieces, ev)
+		if ev.Type == "result" {
+			continue // the result itself, not progress
+		}
+		numbered++
 		_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{
 			ProgressToken: token,
-			Progress:      float64(len(pieces)),
+			Progress:      float64(numbered),
 			Message:       preview(ev.Data),
 		})
 	}
 	switch {
-	case result != nil:
-		return answer(result.Data, result.MCP, check), nil
 	case len(pieces) == 1:
 		return answer(pieces[0].Data, pieces[0].MCP, check), nil
 	case len(pieces) == 0:

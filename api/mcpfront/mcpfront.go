@@ -61,11 +61,11 @@
 // A request with a progressToken is called through CallToolStreaming. A
 // progress event (an MCP server's notifications/progress) is sent on with
 // its progress, total and message as the server sent them, and is no
-// part of the result; a result event is the result. Every other event
-// (a streaming transport's pieces) is a notifications/progress (progress
-// 1, 2, 3, ...; the event's data, cut to 200 bytes, as the message) and
-// the result collects them (one event: as above; several: one text block
-// each).
+// part of the result. Every other event is a piece of the result: the
+// MCP server's result event, or a streaming transport's pieces, each of
+// which is also a notifications/progress (progress 1, 2, 3, ...; the
+// event's data, cut to 200 bytes, as the message). The result collects
+// the pieces (one: as above; several: one text block each).
 //
 // A failure the tool reports (*utcp.ToolError) is an isError result: the
 // MCP server's own result when it sent one, else the tool's message.
