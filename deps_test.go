@@ -32,27 +32,45 @@ var allowed = []struct {
 	{"transports/all", []string{"transports/*"}},
 	{"transports/transporttest", []string{"transports", "transports/transporttest/fixture", "utcp"}},
 	{"transports/transporttest/fixture", []string{"utcp"}},
+	// The helpers the transports share (HTTP client and calls, envelope,
+	// sockets, sessions, process environments), private to transports/.
+	{"transports/internal/...", []string{"transports", "transports/internal/...", "transports/oauth2", "utcp", "manuals",
+		"internal/netguard", "internal/jsonx"}},
+	// The oauth2 token cache is public: the gateway shares one across its
+	// transports.
+	{"transports/oauth2", []string{"transports", "transports/internal/httpclient", "utcp"}},
 	// cli shares the bash lexer with holguard.
-	{"transports/cli", []string{"transports", "utcp", "manuals", "internal/netguard", "internal/shellword"}},
-	{"transports/*", []string{"transports", "utcp", "manuals", "internal/netguard"}},
+	{"transports/cli", []string{"transports", "transports/internal/...", "utcp", "manuals", "internal/netguard", "internal/jsonx",
+		"internal/shellword"}},
+	{"transports/*", []string{"transports", "transports/internal/...", "transports/oauth2", "utcp", "manuals", "internal/netguard",
+		"internal/jsonx", "internal/eventstream"}},
 
 	{"guard/holguard", []string{"guard/...", "utcp", "internal/shellword"}},
 	{"guard/...", []string{"guard/...", "utcp"}},
-	{"gateway/...", []string{"gateway/...", "guard", "guard/review", "registry", "manuals", "transports", "utcp", "internal/netguard"}},
-	{"api/...", []string{"api/...", "gateway/...", "guard/review", "registry", "transports", "utcp"}},
+	{"gateway/...", []string{"gateway/...", "guard", "guard/review", "registry", "manuals", "transports", "transports/oauth2", "utcp",
+		"internal/netguard"}},
+	{"api/...", []string{"api/...", "gateway/...", "guard/review", "registry", "transports", "utcp", "internal/jsonx"}},
 	{"store/...", []string{"store/...", "gateway/audit", "guard/review", "registry", "utcp"}},
-	// The demo servers speak each protocol for the conformance suite;
-	// tcp, udp and webrtc servers still share the client's wire code.
-	{"examples/...", []string{"examples/...", "transports/transporttest/fixture", "utcp", "proto/...",
-		"transports/tcp", "transports/udp", "transports/webrtc"}},
+	// The demo servers speak each protocol for the conformance suite
+	// with their own code, never the client's: of transports/ they use
+	// only the fixture tools.
+	{"examples/...", []string{"examples/...", "transports/transporttest/fixture", "utcp", "proto/..."}},
 	{"proto/...", nil},
 
 	{"internal/netguard", []string{"utcp"}},
+	{"internal/jsonx", nil},
+	// The text/event-stream reader: transports read with it, and so do the
+	// REST front's benchmarks, which is why it is not transports/internal.
+	{"internal/eventstream", []string{"transports"}},
 	{"internal/shellword", nil},
 	{"internal/pgtest", []string{"utcp"}},
 	{"internal/e2e", nil},
+	{"internal/e2e/openapi", nil},
+	{"internal/e2e/docs", nil},       // tests only: the docs' commands and /openapi.json
+	{"internal/mcpconformance", nil}, // tests only
 	{"internal/loadgen", nil},
 	{"internal/protogen", nil},
+	{"internal/schematest", nil},
 
 	// The manual sources and the daemon's run loop, imported by cmd only.
 	{"sources", []string{"gateway", "manuals", "registry", "transports", "utcp"}},
@@ -64,10 +82,13 @@ var allowed = []struct {
 }
 
 // TestDependencyDirection keeps the package graph of the table above:
-// utcp ← manuals ← registry ← gateway ← api ← cmd/utcpd; a transport
-// imports only transports, utcp, manuals and internal/netguard; a guard
-// only guard and utcp; nothing imports cmd/; utcp imports only the
-// standard library.
+// utcp ← manuals ← registry ← gateway ← api ← cmd/utcpd; the contract
+// package transports imports only utcp, manuals and internal/netguard; a
+// transport imports only the contract, the shared helpers
+// (transports/internal/..., transports/oauth2, internal/jsonx,
+// internal/eventstream), utcp, manuals and internal/netguard; nothing
+// outside transports/ imports transports/internal; a guard only guard and
+// utcp; nothing imports cmd/; utcp imports only the standard library.
 func TestDependencyDirection(t *testing.T) {
 	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}}{{range .Imports}} {{.}}{{end}}`, "./...").Output()
 	if err != nil {
@@ -95,6 +116,9 @@ func TestDependencyDirection(t *testing.T) {
 					t.Errorf("utcp imports %s: it must use the standard library only", imp)
 				}
 				continue
+			}
+			if match("transports/internal/...", rel(imp)) && !match("transports/...", pkg) {
+				t.Errorf("%s imports %s: only packages under transports/ may import transports/internal", fields[0], imp)
 			}
 			if !mayImport(allowed[row].mayImport, rel(imp)) {
 				t.Errorf("%s imports %s: row %q may import only %s", fields[0], imp, allowed[row].pkgs, list(allowed[row].mayImport))

@@ -251,7 +251,7 @@ func newServer(opts Options) (*server, error) {
 	rt.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		if opts.Ready != nil {
 			if err := opts.Ready(); err != nil {
-				httpx.WriteError(w, httpx.Errorf(utcp.CodeUnavailable, "not ready: %v", err).WithDetail("reason", err.Error()))
+				httpx.WriteError(w, httpx.Errorf(utcp.CodeUnavailable, "not ready: %w", err).WithDetail("reason", err.Error()))
 				return
 			}
 		}
@@ -312,7 +312,9 @@ func newServer(opts Options) (*server, error) {
 	}
 	mux := http.NewServeMux()
 	mux.Handle(mcpfront.Path, mcpFront.Handler())
-	mux.Handle("/", rt)
+	// Tool names with "/" are routable with plain slashes
+	// (front.SlashNames).
+	mux.Handle("/", front.SlashNames(rt))
 	// One perimeter for every route (docs/security.md, "Web pages"):
 	// Host, Origin and Content-Type are checked before any handler runs.
 	perimeter := httpx.Perimeter{

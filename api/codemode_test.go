@@ -78,6 +78,23 @@ func TestCodeModeFronts(t *testing.T) {
 		if r.status != 200 || strings.Contains(string(r.body), "codemode__run") {
 			t.Fatalf("%s", r)
 		}
+		// limit counts codemode.run: the export has exactly limit tools.
+		for limit, want := range map[int][]string{1: {"codemode__run"}, 2: {"codemode__run", "demo__echo"}, 3: {"codemode__run", "demo__echo", "demo__add"}} {
+			r = e.do(req{method: "GET", path: fmt.Sprintf("/v1/export/anthropic?limit=%d", limit)})
+			var tools []struct {
+				Name string `json:"name"`
+			}
+			if err := json.Unmarshal(r.body, &tools); err != nil || r.status != 200 {
+				t.Fatalf("limit=%d: %s", limit, r)
+			}
+			var got []string
+			for _, tl := range tools {
+				got = append(got, tl.Name)
+			}
+			if !slices.Equal(got, want) {
+				t.Errorf("limit=%d: %v, want %v", limit, got, want)
+			}
+		}
 		args, _ := json.Marshal(map[string]any{"code": prog})
 		body, _ := json.Marshal(map[string]any{"role": "assistant", "tool_calls": []any{map[string]any{
 			"id": "call_1", "type": "function", "function": map[string]any{"name": "codemode__run", "arguments": string(args)}}}})

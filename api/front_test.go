@@ -7,6 +7,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -14,10 +17,12 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/utcpd/utcpd/api/front"
+	"github.com/utcpd/utcpd/examples/servers/http/httpserver"
 	"github.com/utcpd/utcpd/gateway"
 	"github.com/utcpd/utcpd/guard"
 	"github.com/utcpd/utcpd/registry"
 	"github.com/utcpd/utcpd/transports"
+	"github.com/utcpd/utcpd/transports/transporttest/fixture"
 	"github.com/utcpd/utcpd/utcp"
 )
 
@@ -38,13 +43,15 @@ func TestFrontTools(t *testing.T) {
 		}
 		return out
 	}
+	// Without q the listing is sorted by qualified name.
+	sorted := slices.Sorted(slices.Values(demoTools))
 	cases := []struct {
 		query string
 		want  []string
 	}{
-		{"", demoTools},
-		{"?limit=2", demoTools[:2]},
-		{"?limit=100000", demoTools},
+		{"", sorted},
+		{"?limit=2", sorted[:2]},
+		{"?limit=100000", sorted},
 		{"?q=sum+of+two+numbers&limit=1", []string{"demo.add"}},
 		{"?tags=math", []string{"demo.add"}},
 		{"?tags=math,stream", []string{"demo.add", "demo.count"}},
@@ -92,6 +99,141 @@ func TestFrontTools(t *testing.T) {
 	}
 	e.register(b.manual("demo2"), registry.SourceAPI)
 	expectError(t, e.do(req{method: "GET", path: "/v1/tools/add"}), 409, utcp.CodeAmbiguousTool)
+}
+
+// TestFrontToolsPaging lists through next_cursor: every tool once, in
+// name order, while manuals come and go between pages; a search pages
+// by rank; a malformed or foreign cursor is invalid_request.
+func TestFrontToolsPaging(t *testing.T) {
+	b := serveBackend(t)
+	e := newEnv(t, envOptions{})
+	for i := range 10 {
+		e.register(b.manual(fmt.Sprintf("m%02d", i)), registry.SourceAPI)
+	}
+	page := func(query string) front.ToolList {
+		t.Helper()
+		r := e.do(req{method: "GET", path: "/v1/tools" + query})
+		var l front.ToolList
+		if err := json.Unmarshal(r.body, &l); err != nil || r.status != 200 {
+			t.Fatalf("GET /v1/tools%s: %s", query, r)
+		}
+		return l
+	}
+	walk := func(query string, between func(int)) (names []string, pages int) {
+		t.Helper()
+		cursor := ""
+		for {
+			q := query
+			if cursor != "" {
+				q += "&cursor=" + url.QueryEscape(cursor)
+			}
+			l := page(q)
+			pages++
+			for _, tl := range l.Tools {
+				names = append(names, tl.Name)
+			}
+			if l.NextCursor == "" {
+				return names, pages
+			}
+			if between != nil {
+				between(pages)
+			}
+			cursor = l.NextCursor
+			if pages > 100 {
+				t.Fatalf("no end after 100 pages")
+			}
+		}
+	}
+	var all []string
+	for i := range 10 {
+		for _, n := range demoTools {
+			all = append(all, fmt.Sprintf("m%02d.%s", i, n[len("demo."):]))
+		}
+	}
+	slices.Sort(all)
+	got, pages := walk("?limit=7", nil)
+	if diff := cmp.Diff(all, got); diff != "" {
+		t.Errorf("paged listing (-want +got):\n%s", diff)
+	}
+	if pages != 8 { // 50 tools, 7 a page
+		t.Errorf("%d pages, want 8", pages)
+	}
+	if l := page("?limit=50"); l.NextCursor != "" || len(l.Tools) != 50 {
+		t.Errorf("one full page: %d tools, next_cursor %q", len(l.Tools), l.NextCursor)
+	}
+
+	// Tools added and removed between pages: the cursor stays valid, no
+	// name is repeated, and every name after the cursor that existed
+	// throughout is seen.
+	got, _ = walk("?limit=9", func(n int) {
+		switch n {
+		case 1:
+			e.register(b.manual("a00"), registry.SourceAPI) // sorts before every page: not seen
+			e.register(b.manual("z99"), registry.SourceAPI) // sorts after: seen
+		case 2:
+			if err := e.g.DeregisterManual(t.Context(), "m09"); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+	want := slices.DeleteFunc(slices.Clone(all), func(n string) bool { return strings.HasPrefix(n, "m09.") })
+	for _, n := range demoTools {
+		want = append(want, "z99."+n[len("demo."):])
+	}
+	slices.Sort(want)
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("listing while tools change (-want +got):\n%s", diff)
+	}
+
+	// Tags filter the listing, still in name order and paged (a00 was
+	// registered during the walk above: it is listed now).
+	got, _ = walk("?tags=math,stream&limit=3", nil)
+	var wantTagged []string
+	for _, n := range append([]string{"a00.add", "a00.count"}, want...) {
+		if strings.HasSuffix(n, ".add") || strings.HasSuffix(n, ".count") {
+			wantTagged = append(wantTagged, n)
+		}
+	}
+	if diff := cmp.Diff(wantTagged, got); diff != "" {
+		t.Errorf("tagged listing (-want +got):\n%s", diff)
+	}
+
+	// A search pages by rank: the pages together are the unpaged answer.
+	whole := page("?q=sum+of+two+numbers&limit=1000")
+	var wantSearch []string
+	for _, tl := range whole.Tools {
+		wantSearch = append(wantSearch, tl.Name)
+	}
+	got, _ = walk("?q=sum+of+two+numbers&limit=4", nil)
+	if diff := cmp.Diff(wantSearch, got); diff != "" {
+		t.Errorf("paged search (-want +got):\n%s", diff)
+	}
+	if len(got) < 5 || !strings.HasSuffix(got[0], ".add") {
+		t.Errorf("search: %v, want the add tools first", got)
+	}
+
+	// Malformed and foreign cursors.
+	listCursor := page("?limit=2").NextCursor
+	searchCursor := page("?q=sum&limit=2").NextCursor
+	if listCursor == "" || searchCursor == "" {
+		t.Fatalf("no cursors: %q %q", listCursor, searchCursor)
+	}
+	for _, q := range []string{
+		"?cursor=%25%25%25",                        // not base64
+		"?cursor=eA",                               // one byte
+		"?cursor=" + strings.Repeat("A", 5000),     // too long
+		"?cursor=" + url.QueryEscape(searchCursor), // a search cursor on a listing
+		"?q=sum&cursor=" + url.QueryEscape(listCursor),
+		"?q=other&cursor=" + url.QueryEscape(searchCursor),
+		"?q=sum&tags=math&cursor=" + url.QueryEscape(searchCursor),
+	} {
+		r := e.do(req{method: "GET", path: "/v1/tools" + q})
+		expectError(t, r, 400, utcp.CodeInvalidRequest)
+		if !strings.Contains(string(r.body), `"parameter":"cursor"`) {
+			t.Errorf("GET /v1/tools%s: %s, want details.parameter cursor", q, r)
+		}
+	}
+	e.alive()
 }
 
 func TestFrontToolAuthMetadata(t *testing.T) {
@@ -198,6 +340,28 @@ func TestFrontCall(t *testing.T) {
 	}
 	if r := e.do(req{method: "DELETE", path: "/v1/tools"}); r.header.Get("Allow") != "GET, HEAD" {
 		t.Errorf("Allow = %q, want GET, HEAD", r.header.Get("Allow"))
+	}
+	// Arguments sent without their wrapper: a hint, on /call and /stream;
+	// a body that has "arguments" and another field gets no hint.
+	for _, path := range []string{"/v1/tools/demo.add/call", "/v1/tools/demo.add/stream"} {
+		r := e.do(req{method: "POST", path: path, body: `{"b":2,"a":1}`})
+		expectError(t, r, 400, utcp.CodeInvalidRequest)
+		var env struct {
+			Error struct {
+				Message string         `json:"message"`
+				Details map[string]any `json:"details"`
+			} `json:"error"`
+		}
+		_ = json.Unmarshal(r.body, &env)
+		if !strings.Contains(env.Error.Message, `wrap the arguments: {"arguments": {...}}`) || !strings.Contains(env.Error.Message, `"a", "b"`) ||
+			env.Error.Details["hint"] != `wrap the arguments: {"arguments": {...}}` || env.Error.Details["field"] != "a" {
+			t.Errorf("POST %s with bare arguments: %s", path, r)
+		}
+	}
+	r = call("demo.add", `{"arguments":{"a":1,"b":2},"x":1}`)
+	expectError(t, r, 400, utcp.CodeInvalidRequest)
+	if strings.Contains(string(r.body), "wrap the arguments") {
+		t.Errorf("hint on a wrapped body: %s", r)
 	}
 	// The body of a wrong-type error names the field.
 	r = call("demo.add", `{"arguments":"x"}`)
@@ -476,4 +640,76 @@ func ExampleNew() {
 	_ = srv // srv.ListenAndServe()
 	fmt.Println("ok")
 	// Output: ok
+}
+
+// TestFrontSlashNames: tools whose names contain "/" (as OpenAPI
+// operationIds such as GitHub's "repos/get" give) are described, called
+// and streamed with plain slashes in the path, and still with %2F.
+func TestFrontSlashNames(t *testing.T) {
+	// One server: the manual at /utcp, the fixture tools under /tools/
+	// (a remote manual's tools must stay on its origin).
+	backend := httpserver.NewServer("", fixture.New(), httpserver.Options{}).Handler
+	ms := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/utcp" {
+			backend.ServeHTTP(w, r)
+			return
+		}
+		base := "http://" + r.Host
+		tool := func(name, fixtureTool string) map[string]any {
+			return map[string]any{"name": name, "description": "A tool named " + name, "inputs": map[string]any{"type": "object"},
+				"tool_call_template": map[string]any{"call_template_type": "http", "url": base + "/tools/" + fixtureTool, "http_method": "GET"}}
+		}
+		manual, _ := json.Marshal(map[string]any{"utcp_version": "1.1.0", "manual_version": "1.0.0", "tools": []any{
+			tool("repos/get", "echo"), tool("a/b/c", "add"), tool("x/call", "echo"),
+		}})
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(manual)
+	}))
+	t.Cleanup(ms.Close)
+	e := newEnv(t, envOptions{})
+	e.register(`{"name":"gh","call_template_type":"http","url":"`+ms.URL+`/utcp"}`, registry.SourceAPI)
+
+	described := func(path, want string) {
+		t.Helper()
+		r := e.do(req{method: "GET", path: path})
+		var got front.Tool
+		if err := json.Unmarshal(r.body, &got); err != nil || r.status != 200 || got.Name != want {
+			t.Errorf("GET %s: %s, want tool %s", path, r, want)
+		}
+	}
+	described("/v1/tools/gh.repos/get", "gh.repos/get")
+	described("/v1/tools/gh.repos%2Fget", "gh.repos/get")
+	described("/v1/tools/repos/get", "gh.repos/get") // unqualified, unambiguous
+	described("/v1/tools/gh.a/b/c", "gh.a/b/c")
+	described("/v1/tools/gh.x%2Fcall", "gh.x/call")
+
+	called := func(path, body, want string) {
+		t.Helper()
+		r := e.do(req{method: "POST", path: path, body: body})
+		if r.status != 200 || !strings.Contains(string(r.body), want) {
+			t.Errorf("POST %s: %s, want 200 with %s", path, r, want)
+		}
+	}
+	called("/v1/tools/gh.repos/get/call", `{"arguments":{"owner":"o"}}`, `"owner":"o"`)
+	called("/v1/tools/gh.repos%2Fget/call", `{"arguments":{"owner":"p"}}`, `"owner":"p"`)
+	called("/v1/tools/repos/get/call", `{"arguments":{"owner":"q"}}`, `"owner":"q"`)
+	called("/v1/tools/gh.a/b/c/call", `{"arguments":{"a":2,"b":3}}`, `"sum":5`)
+	called("/v1/tools/gh.a%2Fb/c/call", `{"arguments":{"a":2,"b":4}}`, `"sum":6`)
+	called("/v1/tools/gh.x/call/call", `{"arguments":{"k":"one"}}`, `"k":"one"`)
+	called("/v1/tools/gh.x%2Fcall/call", `{"arguments":{"k":"two"}}`, `"k":"two"`)
+
+	r := e.do(req{method: "POST", path: "/v1/tools/gh.repos/get/stream", body: `{"arguments":{"owner":"s"}}`})
+	if r.status != 200 || !strings.HasPrefix(r.header.Get("Content-Type"), "text/event-stream") ||
+		!strings.Contains(string(r.body), "event: chunk") || !strings.Contains(string(r.body), `"owner":"s"`) || !strings.Contains(string(r.body), "event: end") {
+		t.Errorf("stream gh.repos/get: %s %v", r, r.header)
+	}
+
+	// The wrong method on a slashed name answers as on a plain one.
+	expectError(t, e.do(req{method: "GET", path: "/v1/tools/gh.repos/get/call"}), 405, utcp.CodeMethodNotAllowed)
+	expectError(t, e.do(req{method: "POST", path: "/v1/tools/gh.repos/get", body: `{}`}), 404, utcp.CodeNotFound) // no such route
+	expectError(t, e.do(req{method: "POST", path: "/v1/tools/gh.repos/nope/call", body: `{}`}), 404, utcp.CodeToolNotFound)
+	expectError(t, e.do(req{method: "GET", path: "/v1/tools/gh.repos/nope"}), 404, utcp.CodeToolNotFound)
+	// Other routes are not rewritten.
+	expectError(t, e.do(req{method: "GET", path: "/v1/reviews/a/b"}), 404, utcp.CodeNotFound)
+	e.alive()
 }

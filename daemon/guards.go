@@ -36,11 +36,6 @@ const (
 	reviewGrace = 30 * time.Second
 )
 
-// ReloadableKeys are the keys of the gateway section that apply again on
-// SIGHUP (guard_timeout, review_timeout and audit_retention are read by
-// cmd/utcpd's applyGuardSetting too, but the last two need a restart).
-var ReloadableKeys = []string{"guards", "bypass_tools", "guard_timeout"}
-
 // GuardEntryError is a guard entry of the configuration that cannot be
 // used; it names the entry as gateway.guards[i].
 type GuardEntryError struct {
@@ -82,7 +77,7 @@ func LoadGuards(reg *guard.Registry, raw json.RawMessage, vars *manuals.Resolver
 	}
 	var entries []json.RawMessage
 	if err := json.Unmarshal(raw, &entries); err != nil {
-		return nil, fmt.Errorf("gateway.guards: must be an array of guard objects: %v", err)
+		return nil, fmt.Errorf("gateway.guards: must be an array of guard objects: %w", err)
 	}
 	out := make([]guard.Named, 0, len(entries))
 	for i, entry := range entries {

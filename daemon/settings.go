@@ -20,70 +20,89 @@ type Config struct {
 
 // Settings are the daemon's effective settings (cmd/utcpd merges flags,
 // environment, the configuration file's gateway section and defaults).
+//
+// Settings is also the shape of the gateway section: each field's json
+// tag is its key there, and ApplyGateway reads a key by its field's type
+// and tags (see ApplyGateway). A field tagged json:"-" is not a key. The
+// order of the fields is the order "did you mean" hints prefer on a tie.
 type Settings struct {
-	Listen          string
-	AdminToken      string
-	APIKeys         []string
-	DataDir         string // "" keeps manuals in memory only
-	ManualsDir      string // "" watches no folder
-	MaxBodyBytes    int64
-	DefaultTimeout  time.Duration
-	MaxTimeout      time.Duration
-	ShutdownTimeout time.Duration
-	LogFormat       string
-	LogLevel        string
+	Listen          string        `json:"listen" invalid:"must be a string such as \"127.0.0.1:8787\""`
+	AdminToken      string        `json:"admin_token"`
+	APIKeys         []string      `json:"api_keys"`
+	DataDir         string        `json:"data_dir" gateway:"path"`    // "" keeps manuals in memory only
+	ManualsDir      string        `json:"manuals_dir" gateway:"path"` // "" watches no folder
+	MaxBodyBytes    int64         `json:"max_body_bytes" invalid:"must be a positive integer number of bytes"`
+	DefaultTimeout  time.Duration `json:"default_timeout"`
+	MaxTimeout      time.Duration `json:"max_timeout"`
+	ShutdownTimeout time.Duration `json:"shutdown_timeout"`
+	LogFormat       string        `json:"log_format"`
+	LogLevel        string        `json:"log_level"`
+
+	// The guard chain, human review and audit log (guards.go;
+	// review_timeout and audit_retention through EffectiveReviewTimeout
+	// and EffectiveAuditRetention). Zero values mean the defaults. The
+	// keys tagged reload apply again on SIGHUP (ReloadableKeys).
+	Guards         json.RawMessage `json:"guards" gateway:"reload" invalid:"must be an array of guard objects, each with a \"kind\""` // the gateway.guards array, unresolved
+	BypassTools    []string        `json:"bypass_tools" gateway:"reload" invalid:"must be an array of exact tool names, such as [\"health.ping\"]"`
+	GuardTimeout   time.Duration   `json:"guard_timeout" gateway:"reload"`
+	ReviewTimeout  time.Duration   `json:"review_timeout"`
+	AuditRetention time.Duration   `json:"audit_retention"`
+
+	// AllowedOrigins are the browser origins every route accepts besides
+	// the daemon's own (gateway.allowed_origins).
+	AllowedOrigins []string `json:"allowed_origins" invalid:"must be an array of origins such as \"https://app.example.com\" (or \"*\")"`
 
 	// Store is the shared store's DSN (postgres://...); "" keeps the
 	// embedded SQLite store in DataDir. StoreResync and StoreMaxConns
 	// tune it (0: the defaults of store/postgres).
-	Store         string
-	StoreResync   time.Duration
-	StoreMaxConns int
-
-	// The guard chain, human review and audit log (guards.go; review_timeout and
-	// audit_retention through EffectiveReviewTimeout and
-	// EffectiveAuditRetention). Zero
-	// values mean the defaults.
-	Guards         json.RawMessage // the gateway.guards array, unresolved
-	BypassTools    []string
-	GuardTimeout   time.Duration
-	ReviewTimeout  time.Duration
-	AuditRetention time.Duration
-
-	// AllowedOrigins are the browser origins every route accepts besides
-	// the daemon's own (gateway.allowed_origins).
-	AllowedOrigins []string
-	// AllowedHosts are the host names every route accepts in the Host
-	// header besides loopback names, IP literals, the listen host and
-	// public_url's host (gateway.allowed_hosts).
-	AllowedHosts []string
-	// ReadTimeout bounds how long a client may take to send a request
-	// body (gateway.read_timeout); MaxConnections caps the connections
-	// served at once (gateway.max_connections).
-	ReadTimeout    time.Duration
-	MaxConnections int
+	Store         string        `json:"store" invalid:"must be a string: a postgres:// DSN (prefer $UTCPD_STORE, which keeps the password out of the file)"`
+	StoreResync   time.Duration `json:"store_resync_interval"`
+	StoreMaxConns int           `json:"store_max_conns" gateway:"max=1000" invalid:"must be an integer from 1 to 1000"`
 
 	// PublicURL is the gateway's address as clients reach it, used in the
 	// call templates of the UTCP manual at GET /utcp (gateway.public_url).
-	PublicURL string
+	PublicURL string `json:"public_url" invalid:"must be a string such as \"https://tools.example.com\""`
 
-	// CodeMode tunes CodeMode (gateway.codemode; zero fields keep the
-	// defaults of api/codemode); CodeModeOff turns it off.
-	CodeMode    codemode.Options
-	CodeModeOff bool
+	// CodeMode tunes CodeMode (gateway.codemode, read as codeModeSection;
+	// zero fields keep the defaults of api/codemode); CodeModeOff turns
+	// it off (gateway.codemode.enabled false).
+	CodeMode    codemode.Options `json:"codemode" gateway:"off=CodeModeOff"`
+	CodeModeOff bool             `json:"-"`
 
-	// MCPCodeMode offers codemode.run on the /mcp front (gateway.mcp.codemode;
-	// off by default, and never while CodeModeOff); MCPNativeNames are the
-	// MCP servers whose tools /mcp lists under their own names
-	// (gateway.mcp.native_names, mcpfront.Options.NativeNames).
-	MCPCodeMode    bool
-	MCPNativeNames []string
+	// AllowedHosts are the host names every route accepts in the Host
+	// header besides loopback names, IP literals, the listen host and
+	// public_url's host (gateway.allowed_hosts).
+	AllowedHosts []string `json:"allowed_hosts" invalid:"must be an array of host names such as \"tools.example.com\" (or \"*.example.com\")"`
+	// ReadTimeout bounds how long a client may take to send a request
+	// body (gateway.read_timeout); MaxConnections caps the connections
+	// served at once (gateway.max_connections).
+	ReadTimeout    time.Duration `json:"read_timeout" invalid:"must be a positive duration such as \"30s\""`
+	MaxConnections int           `json:"max_connections"`
+
+	// MCP configures the /mcp front (gateway.mcp, read as MCPSection).
+	MCP MCPSection `json:"mcp"`
 
 	// Discovery limits (gateway.max_tools_per_manual,
 	// gateway.max_manual_bytes); 0 keeps the gateway's defaults (20,000
 	// tools, 16 MiB).
-	MaxToolsPerManual int
-	MaxManualBytes    int64
+	MaxToolsPerManual int   `json:"max_tools_per_manual" invalid:"must be a positive integer number of tools"`
+	MaxManualBytes    int64 `json:"max_manual_bytes" invalid:"must be a positive integer number of bytes"`
+}
+
+// MCPSection is the gateway section's mcp object, the /mcp front:
+//
+//	"mcp": {"codemode": true, "native_names": ["everything.srv"]}
+//
+// Every key is optional. Its fields are read as Settings' are (see
+// ApplyGateway); an unknown key is an error.
+type MCPSection struct {
+	// CodeMode offers codemode.run on /mcp (off by default, and never
+	// while CodeMode itself is off).
+	CodeMode bool `json:"codemode"`
+	// NativeNames are the MCP servers, each "manual.server", whose tools
+	// /mcp lists exactly as the server names them
+	// (mcpfront.Options.NativeNames).
+	NativeNames []string `json:"native_names"`
 }
 
 // EffectiveReviewTimeout is the review_timeout of s, else the default.

@@ -25,6 +25,7 @@ import (
 	"github.com/utcpd/utcpd/manuals"
 	"github.com/utcpd/utcpd/registry"
 	"github.com/utcpd/utcpd/transports"
+	"github.com/utcpd/utcpd/transports/oauth2"
 	"github.com/utcpd/utcpd/utcp"
 )
 
@@ -46,7 +47,7 @@ type Options struct {
 	// TagWeight and DescriptionWeight tune search_tools (defaults 3 and 1).
 	TagWeight, DescriptionWeight float64
 	// Tokens caches oauth2 tokens for every transport; default a cache
-	// over a pooled HTTP client.
+	// over a pooled HTTP client (oauth2.NewTokenCache(nil)).
 	Tokens transports.TokenSource
 	// OnCall, when set, is called once after every call with its record
 	// (metrics, audit). It must be fast and must not block.
@@ -168,7 +169,7 @@ func New(opts Options) (*Gateway, error) {
 	g.store = opts.Store
 	g.tokens = opts.Tokens
 	if g.tokens == nil {
-		g.tokens = transports.NewTokenCache(transports.NewHTTPClient(transports.ClientOptions{}))
+		g.tokens = oauth2.NewTokenCache(nil)
 	}
 	return g, nil
 }

@@ -48,7 +48,7 @@ var localManualTypes = map[string]bool{"cli": true, "text": true, "file": true}
 func remotePolicy(name string, resolved *utcp.CallTemplate) (*netguard.Policy, error) {
 	allowed, err := netguard.ParseHosts(resolved.AllowedHosts)
 	if err != nil {
-		return nil, utcp.NewError(utcp.CodeInvalidTemplate, "manual %q: %v", name, err).WithDetail("field", "allowed_hosts")
+		return nil, utcp.Errorf(utcp.CodeInvalidTemplate, "manual %q: %w", name, err).WithDetail("field", "allowed_hosts")
 	}
 	if localManualTypes[resolved.Type] {
 		return nil, nil

@@ -11,6 +11,7 @@ import (
 	"sync"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/santhosh-tekuri/jsonschema/v6/kind"
 
 	"github.com/utcpd/utcpd/utcp"
 )
@@ -92,7 +93,7 @@ func (s *schema) compile() {
 }
 
 // validate checks args against the schema. A failure is invalid_arguments
-// naming the instance path and schema keyword of the first problem.
+// listing every problem with its argument's JSON Pointer (argumentsError).
 func (s *schema) validate(tool string, args map[string]any) error {
 	s.simpleOnce.Do(func() { s.simple = parseSimple(s.raw) })
 	if s.simple != nil && s.simple.accepts(args) {
@@ -110,28 +111,158 @@ func (s *schema) validate(tool string, args map[string]any) error {
 	if err == nil {
 		return nil
 	}
+	return argumentsError(tool, err)
+}
+
+// Bounds of an invalid_arguments error.
+const (
+	// maxProblemsShown is how many problems the message lists.
+	maxProblemsShown = 10
+	// maxProblemsKept is how many go into details.errors.
+	maxProblemsKept = 100
+)
+
+// problem is one way the arguments fail their schema.
+type problem struct {
+	InstancePath string `json:"instance_path"` // JSON Pointer into the arguments
+	SchemaPath   string `json:"schema_path"`   // JSON Pointer into the schema (keyword)
+	Message      string `json:"message"`
+}
+
+// argumentsError is invalid_arguments for a failed validation: its
+// message lists every problem (up to maxProblemsShown) with the JSON
+// Pointer of the argument it concerns, details.errors holds them (up to
+// maxProblemsKept) and details.schema_path the first one's keyword.
+func argumentsError(tool string, err error) error {
 	e := utcp.NewError(utcp.CodeInvalidArguments, "arguments for %s do not match its input schema", tool)
 	var ve *jsonschema.ValidationError
-	if errors.As(err, &ve) {
-		out := ve.BasicOutput()
-		var problems []map[string]string
-		for _, u := range out.Errors {
-			if u.Error == nil {
-				continue
-			}
-			problems = append(problems, map[string]string{
-				"instance_path": u.InstanceLocation,
-				"schema_path":   u.KeywordLocation,
-				"message":       u.Error.String(),
-			})
-		}
-		if len(problems) > 0 {
-			e.Message += fmt.Sprintf(": at %q: %s (schema %s)", problems[0]["instance_path"], problems[0]["message"], problems[0]["schema_path"])
-			e.WithDetail("errors", problems)
-			e.WithDetail("schema_path", problems[0]["schema_path"])
-		}
+	if !errors.As(err, &ve) {
+		return e
 	}
+	ps := problems(ve)
+	if len(ps) == 0 {
+		return e
+	}
+	var b strings.Builder
+	b.WriteString(e.Message)
+	b.WriteString(": ")
+	for i, p := range ps[:min(len(ps), maxProblemsShown)] {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		b.WriteString(showPath(p.InstancePath))
+		b.WriteString(": ")
+		b.WriteString(p.Message)
+	}
+	if len(ps) > maxProblemsShown {
+		fmt.Fprintf(&b, "; and %d more (details.errors)", len(ps)-maxProblemsShown)
+	}
+	e.Message = b.String()
+	e.WithDetail("errors", ps[:min(len(ps), maxProblemsKept)])
+	e.WithDetail("problems", len(ps))
+	e.WithDetail("schema_path", ps[0].SchemaPath)
 	return e
+}
+
+// showPath is how a message names an argument: its JSON Pointer, or
+// "(arguments)" for the arguments object itself.
+func showPath(ptr string) string {
+	if ptr == "" {
+		return "(arguments)"
+	}
+	return ptr
+}
+
+// problems turns a validation error into the problems a caller can act
+// on, sorted by argument path. It walks the error tree beside its
+// detailed output (which holds the keyword locations as the validator
+// travelled them): units that only group others (a schema, a $ref,
+// allOf, properties) give no problem of their own; a missing required
+// property and a property additionalProperties refuses are reported at
+// that property's own path, one each; an anyOf or oneOf that no
+// alternative matches is one problem listing what each alternative
+// wanted.
+func problems(ve *jsonschema.ValidationError) []problem {
+	var ps []problem
+	walkProblems(ve, *ve.DetailedOutput(), &ps)
+	// The validator visits properties in map order: sort for a stable
+	// answer.
+	slices.SortStableFunc(ps, func(a, b problem) int {
+		if c := strings.Compare(a.InstancePath, b.InstancePath); c != 0 {
+			return c
+		}
+		return strings.Compare(a.SchemaPath, b.SchemaPath)
+	})
+	return slices.Compact(ps)
+}
+
+// skipped reports whether the detailed output replaces e's unit by its
+// only cause's (a $ref with one failure).
+func skipped(e *jsonschema.ValidationError) bool {
+	_, ref := e.ErrorKind.(*kind.Reference)
+	return ref && len(e.Causes) == 1
+}
+
+// walkProblems appends the problems of e, whose detailed output unit is u.
+func walkProblems(e *jsonschema.ValidationError, u jsonschema.OutputUnit, ps *[]problem) {
+	if len(e.Causes) == 0 || len(u.Errors) != len(e.Causes) {
+		// A leaf (or an output this walk does not understand: one
+		// problem rather than none).
+		msg := "invalid"
+		if u.Error != nil {
+			msg = u.Error.String()
+		}
+		switch k := e.ErrorKind.(type) {
+		case *kind.Required:
+			for _, name := range k.Missing {
+				*ps = append(*ps, problem{u.InstanceLocation + "/" + escapePointer(name), u.KeywordLocation, "required but missing"})
+			}
+			return
+		case *kind.AdditionalProperties:
+			for _, name := range k.Properties {
+				*ps = append(*ps, problem{u.InstanceLocation + "/" + escapePointer(name), u.KeywordLocation, "not allowed (additionalProperties is false)"})
+			}
+			return
+		}
+		*ps = append(*ps, problem{u.InstanceLocation, u.KeywordLocation, msg})
+		return
+	}
+	switch e.ErrorKind.(type) {
+	case *kind.AnyOf, *kind.OneOf:
+		var alts []problem
+		for i, c := range e.Causes {
+			for skipped(c) {
+				c = c.Causes[0]
+			}
+			walkProblems(c, u.Errors[i], &alts)
+		}
+		var msgs []string
+		for _, a := range alts {
+			m := a.Message
+			if a.InstancePath != u.InstanceLocation {
+				m = a.InstancePath + ": " + m
+			}
+			msgs = append(msgs, m)
+		}
+		kw := "anyOf"
+		if _, one := e.ErrorKind.(*kind.OneOf); one {
+			kw = "oneOf"
+		}
+		*ps = append(*ps, problem{u.InstanceLocation, u.KeywordLocation,
+			"matches none of the " + kw + " alternatives: " + strings.Join(slices.Compact(msgs), " | ")})
+		return
+	}
+	for i, c := range e.Causes {
+		for skipped(c) {
+			c = c.Causes[0]
+		}
+		walkProblems(c, u.Errors[i], ps)
+	}
+}
+
+// escapePointer escapes a property name as a JSON Pointer token.
+func escapePointer(s string) string {
+	return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1")
 }
 
 // simpleSchema is an inputs schema made only of

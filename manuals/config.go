@@ -20,10 +20,11 @@ type Options struct {
 	Strict bool
 	// Parser, when set, is used to find the unknown fields of every
 	// manual call template (its CallTemplate.Unknown) with "did you mean"
-	// hints from its KnownFields method when it has one (see FieldLister).
-	// Without it the TemplateFields table is used. Templates the parser
-	// rejects are left for Validate to report; ParseConfig does not fail
-	// on them.
+	// hints from its KnownFields method when it has one (see FieldLister);
+	// *transports.Registry is the parser that knows every transport's
+	// fields. Without it the fields of call templates are not checked.
+	// Templates the parser rejects are left for Validate to report;
+	// ParseConfig does not fail on them.
 	Parser TemplateParser
 	// ReadFile reads LoadConfig's file and the file named by a legacy
 	// providers_file_path. Nil means os.ReadFile with a 32 MiB cap.
@@ -724,29 +725,19 @@ func mustGet(o *object, key string) json.RawMessage {
 }
 
 // unknownTemplateFields warns about the fields of a template that its
-// transport (or, without a parser, TemplateFields) does not know.
+// transport does not know (c.opts.Parser's CallTemplate.Unknown; none
+// without a parser) and about fields written twice. A template the
+// parser rejects gets no warning here: Validate reports it.
 func (c *configParser) unknownTemplateFields(rt rawTemplate, o *object, typ string) {
-	var unknown, known []string
-	if c.opts.Parser != nil {
-		ct, err := c.opts.Parser.ParseTemplate(o.encode())
+	if p := c.opts.Parser; p != nil {
+		ct, err := p.ParseTemplate(o.encode())
 		if err != nil {
-			return // Validate reports it
-		}
-		unknown = ct.Unknown
-		known = parserFields(c.opts.Parser, typ)
-	} else {
-		known = knownTemplateFields(typ)
-		if known == nil {
 			return
 		}
-		for _, k := range o.keys() {
-			if !slices.Contains(known, k) {
-				unknown = append(unknown, k)
-			}
+		known := parserFields(p, typ)
+		for _, k := range ct.Unknown {
+			c.warn(rt.src, WarnUnknownField, joinKey(rt.path, k), suggest(k, known), "unknown field %q ignored", k)
 		}
-	}
-	for _, k := range unknown {
-		c.warn(rt.src, WarnUnknownField, joinKey(rt.path, k), suggest(k, known), "unknown field %q ignored", k)
 	}
 	for _, k := range o.duplicates() {
 		c.warn(rt.src, WarnIgnored, joinKey(rt.path, k), "", "field %q appears more than once; the last value is used", k)

@@ -373,7 +373,7 @@ func TestParseConfigUnknownFields(t *testing.T) {
     {"name": "b", "call_template_type": "custom", "whatever": 1}
   ]
 }`
-	cfg, err := ParseConfig("c.json", []byte(in), Options{})
+	cfg, err := ParseConfig("c.json", []byte(in), Options{Parser: fakeParser{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -409,7 +409,7 @@ func TestParseConfigUnknownFields(t *testing.T) {
 	}
 
 	// Strict mode: every one of them is an error, all reported at once.
-	_, err = ParseConfig("c.json", []byte(in), Options{Strict: true})
+	_, err = ParseConfig("c.json", []byte(in), Options{Strict: true, Parser: fakeParser{}})
 	if codeOf(err) != utcp.CodeInvalidConfig {
 		t.Fatalf("strict err = %v", err)
 	}
@@ -430,8 +430,8 @@ func TestParseConfigWithParser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// timeout is known to this parser (not to TemplateFields); the
-	// unknown type is left to Validate.
+	// timeout is known to this parser; the unknown type is left to
+	// Validate.
 	if diff := cmp.Diff([]string{"unknown_field manual_call_templates[0].hedaers"}, warningPaths(cfg.Warnings)); diff != "" {
 		t.Errorf("warnings: %s", diff)
 	}
@@ -463,7 +463,7 @@ manual_call_templates:
 gateway:
   listen: 127.0.0.1:0
 `
-	cfg, err = ParseConfig("/srv/utcpd.yaml", []byte(yml), Options{})
+	cfg, err = ParseConfig("/srv/utcpd.yaml", []byte(yml), Options{Parser: fakeParser{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -546,7 +546,7 @@ func TestPublicRegistry(t *testing.T) {
 	if _, err := os.Stat(path); err != nil {
 		t.Skipf("public registry not available: %v", err)
 	}
-	cfg, err := LoadConfig(path, Options{})
+	cfg, err := LoadConfig(path, Options{Parser: fakeParser{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -595,11 +595,7 @@ func TestPublicRegistry(t *testing.T) {
 	if metadata != 240 {
 		t.Errorf("metadata warnings = %d, want 240", metadata)
 	}
-	// The same with the transports' parser (here a fake).
-	cfg, err = LoadConfig(path, Options{Parser: fakeParser{}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	// Validate with the transports' parser (here a fake).
 	if ps := Validate(cfg, fakeParser{}, false); len(ps) == 0 {
 		t.Error("no problems reported")
 	} else {
@@ -610,7 +606,7 @@ func TestPublicRegistry(t *testing.T) {
 		}
 	}
 	// Strict mode refuses it, because of metadata.
-	if _, err := LoadConfig(path, Options{Strict: true}); codeOf(err) != utcp.CodeInvalidConfig {
+	if _, err := LoadConfig(path, Options{Strict: true, Parser: fakeParser{}}); codeOf(err) != utcp.CodeInvalidConfig {
 		t.Errorf("strict: %v", err)
 	}
 }

@@ -2,6 +2,7 @@ package manuals
 
 import (
 	"encoding/json"
+	"reflect"
 	"slices"
 	"sort"
 	"strings"
@@ -59,6 +60,18 @@ func findWarning(ws []Warning, path string) (Warning, bool) {
 // cli templates, lists their fields and its types.
 type fakeParser struct{}
 
+// baseFields are the fields every call template has: the JSON names of
+// utcp.CallTemplate's fields.
+var baseFields = func() []string {
+	var out []string
+	for _, f := range reflect.VisibleFields(reflect.TypeFor[utcp.CallTemplate]()) {
+		if name, _, _ := strings.Cut(f.Tag.Get("json"), ","); name != "" && name != "-" {
+			out = append(out, name)
+		}
+	}
+	return out
+}()
+
 var fakeFields = map[string][]string{
 	"http": {"url", "http_method", "content_type", "headers", "body_field", "header_fields", "auth_tools", "timeout"},
 	"file": {"file_path", "auth_tools"},
@@ -82,7 +95,7 @@ func (fakeParser) ParseTemplate(raw json.RawMessage) (utcp.CallTemplate, error) 
 		}
 	}
 	for k := range m {
-		if !slices.Contains(BaseTemplateFields, k) && !slices.Contains(fields, k) {
+		if !slices.Contains(baseFields, k) && !slices.Contains(fields, k) {
 			ct.Unknown = append(ct.Unknown, k)
 		}
 	}
@@ -95,7 +108,7 @@ func (fakeParser) KnownFields(typ string) []string {
 	if !ok {
 		return nil
 	}
-	return append(slices.Clone(BaseTemplateFields), f...)
+	return append(slices.Clone(baseFields), f...)
 }
 
 func (fakeParser) Types() []string { return []string{"cli", "file", "http"} }

@@ -381,9 +381,11 @@ func loadDocument(name string, data []byte, code utcp.Code, preferYAML, withLine
 	return loadYAML(name, data, code, withLines)
 }
 
-// locErr builds an error located at name:line:col.
+// locErr builds an error located at name:line:col; the operand of a %w
+// in format is its cause.
 func locErr(code utcp.Code, name string, line, col int, format string, args ...any) *utcp.Error {
-	msg := fmt.Sprintf(format, args...)
+	f := fmt.Errorf(format, args...)
+	msg := f.Error()
 	loc := name
 	if line > 0 {
 		loc += ":" + strconv.Itoa(line)
@@ -394,7 +396,7 @@ func locErr(code utcp.Code, name string, line, col int, format string, args ...a
 	if loc != "" {
 		msg = loc + ": " + msg
 	}
-	e := &utcp.Error{Code: code, Message: msg}
+	e := &utcp.Error{Code: code, Message: msg, Err: errors.Unwrap(f)}
 	if name != "" {
 		e.WithDetail("file", name)
 	}
@@ -538,15 +540,17 @@ func loadYAML(name string, data []byte, code utcp.Code, withLines bool) (d *docu
 	}
 	var v any
 	if err := root.Decode(&v); err != nil {
-		return nil, locErr(code, name, 0, 0, "malformed YAML: %s", strings.TrimPrefix(err.Error(), "yaml: "))
+		e := locErr(code, name, 0, 0, "malformed YAML: %s", strings.TrimPrefix(err.Error(), "yaml: "))
+		e.Err = err
+		return nil, e
 	}
 	jv, err := yamlToJSON(v, "")
 	if err != nil {
-		return nil, locErr(code, name, 0, 0, "YAML value cannot be JSON: %v", err)
+		return nil, locErr(code, name, 0, 0, "YAML value cannot be JSON: %w", err)
 	}
 	b, err := marshalJSON(jv)
 	if err != nil {
-		return nil, locErr(code, name, 0, 0, "YAML value cannot be JSON: %v", err)
+		return nil, locErr(code, name, 0, 0, "YAML value cannot be JSON: %w", err)
 	}
 	d = &document{json: b}
 	if withLines {

@@ -73,9 +73,9 @@ func DecodeDocument(data []byte) (map[string]any, error) {
 		var y any
 		if err := yaml.Unmarshal(trimmed, &y); err != nil {
 			if trimmed[0] == '{' || trimmed[0] == '[' {
-				return nil, utcp.NewError(utcp.CodeInvalidManual, "the document is not valid JSON: %v", jsonErr)
+				return nil, utcp.Errorf(utcp.CodeInvalidManual, "the document is not valid JSON: %w", jsonErr)
 			}
-			return nil, utcp.NewError(utcp.CodeInvalidManual, "the document is neither JSON nor YAML: %v", err)
+			return nil, utcp.Errorf(utcp.CodeInvalidManual, "the document is neither JSON nor YAML: %w", err)
 		}
 		v = oasFromYAML(y)
 	}
@@ -167,7 +167,9 @@ func ParseOpenAPI(data []byte, opts OpenAPIOptions) (*utcp.Manual, error) {
 // only GET, POST, PUT, DELETE and PATCH operations become tools. Tools are
 // ordered by path, then method. A repeated operationId keeps its first
 // operation. name is the operationId, description the summary (else the
-// description), tags the operation's tags.
+// description), tags the operation's tags followed by "read_only" for a
+// GET operation and "destructive" for a DELETE one (each once): the tags
+// the MCP front lists as the readOnlyHint and destructiveHint annotations.
 //
 // Inputs: path-level and operation-level parameters (the latter winning)
 // become properties of an object schema; path parameters are required, as
@@ -185,10 +187,48 @@ func ParseOpenAPI(data []byte, opts OpenAPIOptions) (*utcp.Manual, error) {
 // default responses that has one (application/json preferred, else the
 // first media type with a schema; OAS2 response.schema).
 //
-// $ref: local references ("#/...") are resolved inline, recursively. A
-// reference that is cyclic, external, dangling, or past the expansion
-// budget (about 50,000 copied values per operation) is replaced by the schema {"$comment": "unresolved $ref <ref>"},
-// which accepts anything, so that the tool's schemas stay self-contained.
+// $ref: local references ("#/...") are resolved inline, recursively, so
+// that the tool's schemas stay self-contained. A reference that closes a
+// cycle (a schema containing itself through a property or an item)
+// becomes {"$ref": "#/$defs/<name>"}, and the root schema (inputs or
+// outputs) gets that definition in its $defs, resolved the same way, so
+// recursive schemas stay finite and exact; name is the reference's last
+// segment, made unique. A reference that is external, dangling, past the
+// expansion budget (about 50,000 copied values per operation), or that
+// refers to itself without descending into a property or item (A: allOf
+// [A]) is replaced by the schema {"$comment": "unresolved $ref <ref>"},
+// which accepts anything.
+//
+// Schemas: every inputs and outputs schema is JSON Schema 2020-12, using
+// only the 2020-12 vocabularies' keywords. The rules below touch only what
+// 2020-12 lacks, so they apply whatever the document's version: OpenAPI
+// 3.1 schemas, 2020-12 already, pass unchanged but for OpenAPI's own
+// keywords (a 3.1 document that still says nullable gets 3.0's meaning),
+// while OpenAPI 3.0 and Swagger 2.0 schemas are translated:
+//   - nullable: true (and Swagger's x-nullable: true) adds "null" to the
+//     type (a type union) and to enum when there is one; on a schema with
+//     allOf, anyOf, oneOf, not, const, if or a recursive $ref, which could
+//     reject null by themselves, the schema becomes anyOf [schema,
+//     {"type": "null"}] with its annotations (title, description, default,
+//     examples, ...) kept outside; a schema with neither type nor such
+//     keywords already accepts null. nullable: false is dropped.
+//   - boolean exclusiveMinimum/exclusiveMaximum: true moves the minimum
+//     (maximum) into exclusiveMinimum (exclusiveMaximum); false is dropped.
+//   - example joins examples (a list, duplicates dropped); an examples map
+//     of Example Objects gives its values.
+//   - discriminator, xml, externalDocs, x- extensions, $id, $schema,
+//     $anchor, $dynamicRef, $dynamicAnchor, $vocabulary, definitions and
+//     $defs of the document (their references are resolved), and every
+//     other keyword outside 2020-12 are dropped, as is a keyword whose
+//     value has the wrong form (required: true, a negative minLength, an
+//     empty allOf or enum, an unknown type name, a pattern Go's regexp
+//     cannot compile, which would make the gateway skip the whole schema).
+//   - Swagger 2.0: type file becomes type string with format binary;
+//     collectionFormat and allowEmptyValue are serialisation hints, not
+//     schema keywords, and are dropped.
+//   - Older JSON Schema forms: a tuple items list becomes prefixItems
+//     (with additionalItems becoming items), draft 7 dependencies become
+//     dependentRequired (lists) and dependentSchemas (schemas).
 //
 // Base URL, in priority order: opts.BaseURL; the first server (OAS3
 // servers[0].url with its variables' defaults, relative URLs resolved
@@ -218,7 +258,7 @@ func ConvertOpenAPI(doc map[string]any, opts OpenAPIOptions) (*utcp.Manual, erro
 	if doc == nil {
 		return nil, utcp.NewError(utcp.CodeInvalidManual, "openapi: no document")
 	}
-	c := &oasConverter{doc: doc, opts: opts, budget: oasExpansionBudget, schemeNum: map[string]int{}}
+	c := &oasConverter{doc: doc, opts: opts, budget: oasExpansionBudget, schemeNum: map[string]int{}, defs: &oasDefs{}}
 	c.oas2 = doc["swagger"] != nil && doc["openapi"] == nil
 	base, err := c.baseURL()
 	if err != nil {
@@ -283,6 +323,7 @@ type oasConverter struct {
 	templateName string
 	budget       int
 	schemeNum    map[string]int
+	defs         *oasDefs // the root being resolved (see finish)
 }
 
 func (c *oasConverter) warn(format string, args ...any) {
@@ -359,7 +400,7 @@ func (c *oasConverter) baseURL() (string, error) {
 	if server != "" {
 		u, err := url.Parse(server)
 		if err != nil {
-			return "", utcp.NewError(utcp.CodeInvalidManual, "openapi: server URL %q: %v", server, err)
+			return "", utcp.Errorf(utcp.CodeInvalidManual, "openapi: server URL %q: %w", server, err)
 		}
 		if !u.IsAbs() {
 			if spec == nil {
@@ -406,31 +447,53 @@ func oasJoinURL(base, path string) string {
 // --- $ref ---
 
 // resolve returns v with every local $ref resolved (see ConvertOpenAPI).
-func (c *oasConverter) resolve(v any) any { return c.expand(v, nil) }
+func (c *oasConverter) resolve(v any) any { return c.expand(v, nil, 0) }
 
-func (c *oasConverter) expand(v any, stack []string) any {
+// oasFrame is a reference being resolved, with the number of instance
+// levels (see oasDescends) entered before it.
+type oasFrame struct {
+	ref   string
+	depth int
+}
+
+// oasDescends are the keywords whose subschemas apply to a part of the
+// instance (a property, an item) rather than to the instance itself.
+var oasDescends = map[string]bool{
+	"properties": true, "patternProperties": true, "additionalProperties": true, "propertyNames": true,
+	"items": true, "prefixItems": true, "additionalItems": true, "contains": true,
+	"unevaluatedItems": true, "unevaluatedProperties": true,
+}
+
+// expand copies v with its local $refs resolved. stack holds the
+// references being resolved around v, depth the instance levels entered
+// so far (both for cycles, see expandRef).
+func (c *oasConverter) expand(v any, stack []oasFrame, depth int) any {
 	c.budget--
 	switch x := v.(type) {
 	case map[string]any:
 		if ref, ok := x["$ref"].(string); ok {
-			return c.expandRef(ref, x, stack)
+			return c.expandRef(ref, x, stack, depth)
 		}
 		out := make(map[string]any, len(x))
 		for k, vv := range x {
-			out[k] = c.expand(vv, stack)
+			d := depth
+			if oasDescends[k] {
+				d++
+			}
+			out[k] = c.expand(vv, stack, d)
 		}
 		return out
 	case []any:
 		out := make([]any, len(x))
 		for i, vv := range x {
-			out[i] = c.expand(vv, stack)
+			out[i] = c.expand(vv, stack, depth)
 		}
 		return out
 	}
 	return v
 }
 
-func (c *oasConverter) expandRef(ref string, node map[string]any, stack []string) any {
+func (c *oasConverter) expandRef(ref string, node map[string]any, stack []oasFrame, depth int) any {
 	unresolved := func(why string) any {
 		c.warn("$ref %s left unresolved: %s", ref, why)
 		return map[string]any{"$comment": "unresolved $ref " + ref}
@@ -438,8 +501,24 @@ func (c *oasConverter) expandRef(ref string, node map[string]any, stack []string
 	if !strings.HasPrefix(ref, "#") {
 		return unresolved("only local references (#/...) are supported")
 	}
-	if slices.Contains(stack, ref) {
-		return map[string]any{"$comment": "unresolved $ref " + ref + " (recursive)"}
+	siblings := func(out map[string]any) map[string]any {
+		for k, v := range node {
+			if k != "$ref" {
+				out[k] = c.expand(v, stack, depth)
+			}
+		}
+		return out
+	}
+	if i := slices.IndexFunc(stack, func(f oasFrame) bool { return f.ref == ref }); i >= 0 {
+		if depth == stack[i].depth {
+			// The schema would apply itself to the same instance
+			// forever (A: allOf [A]): nothing to validate.
+			c.warn("$ref %s left unresolved: it refers to itself without descending into a property or item", ref)
+			return siblings(map[string]any{"$comment": "unresolved $ref " + ref + " (refers to itself)"})
+		}
+		// A recursive schema: a reference into the root's $defs, where
+		// finish puts the target once (see oasDefs).
+		return siblings(map[string]any{"$ref": oasDefsPrefix + c.defs.name(ref)})
 	}
 	if c.budget <= 0 {
 		return unresolved("expansion budget exhausted")
@@ -448,21 +527,107 @@ func (c *oasConverter) expandRef(ref string, node map[string]any, stack []string
 	if !ok {
 		return unresolved("no such target")
 	}
-	resolved := c.expand(target, append(stack, ref))
+	resolved := c.expand(target, append(stack, oasFrame{ref, depth}), depth)
 	// Keywords next to $ref (allowed in OAS 3.1) refine the target.
 	if m, ok := resolved.(map[string]any); ok && len(node) > 1 {
 		merged := make(map[string]any, len(m)+len(node))
 		for k, v := range m {
 			merged[k] = v
 		}
-		for k, v := range node {
-			if k != "$ref" {
-				merged[k] = c.expand(v, stack)
-			}
-		}
-		return merged
+		return siblings(merged)
 	}
 	return resolved
+}
+
+// oasDefsPrefix starts every $ref of a converted schema.
+const oasDefsPrefix = "#/$defs/"
+
+// oasDefs collects the recursive references met while one root schema
+// (a tool's inputs or its outputs) is resolved: each gets a name in the
+// root's $defs, and the reference that closes a cycle becomes
+// {"$ref": "#/$defs/<name>"}.
+type oasDefs struct {
+	names map[string]string // document reference → name
+	refs  []string          // in order of first use
+	taken map[string]bool
+}
+
+var oasDefNameReplacer = regexp.MustCompile(`[^A-Za-z0-9._-]`)
+
+// name returns ref's name in $defs, choosing one on first use: the last
+// segment of the pointer, sanitised, made unique with _2, _3, ...
+func (d *oasDefs) name(ref string) string {
+	if n, ok := d.names[ref]; ok {
+		return n
+	}
+	if d.names == nil {
+		d.names, d.taken = map[string]string{}, map[string]bool{}
+	}
+	base := ref[strings.LastIndex(ref, "/")+1:]
+	base = strings.ReplaceAll(strings.ReplaceAll(base, "~1", "/"), "~0", "~")
+	if u, err := url.PathUnescape(base); err == nil {
+		base = u
+	}
+	base = oasDefNameReplacer.ReplaceAllString(base, "_")
+	if base == "" {
+		base = "schema"
+	}
+	n := base
+	for i := 2; d.taken[n]; i++ {
+		n = fmt.Sprintf("%s_%d", base, i)
+	}
+	d.names[ref], d.taken[n] = n, true
+	d.refs = append(d.refs, ref)
+	return n
+}
+
+// finish turns root, built from resolved parts while defs collected
+// their recursive references, into JSON Schema 2020-12 (jsonSchema) and
+// gives it the $defs those references point at: each target resolved
+// once more with itself on the stack, so that the cycle closes on its
+// own $ref, and converted the same way.
+func (c *oasConverter) finish(root map[string]any, defs *oasDefs) map[string]any {
+	out := c.schemaMap(root)
+	if len(defs.refs) == 0 {
+		return out
+	}
+	saved := c.defs
+	c.defs = defs
+	all := map[string]any{}
+	for i := 0; i < len(defs.refs); i++ { // grows while targets meet new cycles
+		ref := defs.refs[i]
+		target, _ := c.pointer(ref)
+		all[defs.names[ref]] = c.jsonSchema(c.expand(target, []oasFrame{{ref, 0}}, 0))
+	}
+	c.defs = saved
+	// Keep the definitions the schema reaches (a reference met in a part
+	// of the document that the schema does not use registered one too).
+	kept := map[string]any{}
+	var reach func(v any)
+	reach = func(v any) {
+		switch x := v.(type) {
+		case map[string]any:
+			if ref, ok := x["$ref"].(string); ok {
+				name := strings.TrimPrefix(ref, oasDefsPrefix)
+				if def, ok := all[name]; ok && kept[name] == nil {
+					kept[name] = def
+					reach(def)
+				}
+			}
+			for _, vv := range x {
+				reach(vv)
+			}
+		case []any:
+			for _, vv := range x {
+				reach(vv)
+			}
+		}
+	}
+	reach(out)
+	if len(kept) > 0 {
+		out["$defs"] = kept
+	}
+	return out
 }
 
 // deref follows v's own local $ref chain (not those nested inside it) and
@@ -524,6 +689,7 @@ func (c *oasConverter) pointer(ref string) (any, bool) {
 
 func (c *oasConverter) tool(path, method string, item, op map[string]any) (utcp.Tool, error) {
 	c.budget = oasExpansionBudget
+	c.defs = &oasDefs{}
 	id := oasString(op, "operationId")
 	where := fmt.Sprintf("%s %s (%s)", strings.ToUpper(method), path, id)
 
@@ -630,6 +796,8 @@ func (c *oasConverter) tool(path, method string, item, op map[string]any) (utcp.
 	if len(required) > 0 {
 		inputs["required"] = required
 	}
+	inputDefs := c.defs
+	c.defs = &oasDefs{}
 	tool := utcp.Tool{
 		Name:        id,
 		Description: oasString(op, "summary"),
@@ -645,13 +813,21 @@ func (c *oasConverter) tool(path, method string, item, op map[string]any) (utcp.
 			}
 		}
 	}
+	switch method {
+	case "get":
+		tool.Tags = oasAddTag(tool.Tags, "read_only")
+	case "delete":
+		tool.Tags = oasAddTag(tool.Tags, "destructive")
+	}
 	var err error
-	if tool.Inputs, err = json.Marshal(inputs); err != nil {
-		return tool, utcp.NewError(utcp.CodeInvalidManual, "openapi: %s: inputs: %v", where, err)
+	if tool.Inputs, err = json.Marshal(c.finish(inputs, inputDefs)); err != nil {
+		return tool, utcp.Errorf(utcp.CodeInvalidManual, "openapi: %s: inputs: %w", where, err)
 	}
 	if out := c.outputs(op); out != nil {
-		if tool.Outputs, err = json.Marshal(out); err != nil {
-			return tool, utcp.NewError(utcp.CodeInvalidManual, "openapi: %s: outputs: %v", where, err)
+		outputDefs := c.defs
+		c.defs = &oasDefs{}
+		if tool.Outputs, err = json.Marshal(c.finish(out, outputDefs)); err != nil {
+			return tool, utcp.Errorf(utcp.CodeInvalidManual, "openapi: %s: outputs: %w", where, err)
 		}
 	}
 
@@ -673,14 +849,22 @@ func (c *oasConverter) tool(path, method string, item, op map[string]any) (utcp.
 	}
 	raw, err := json.Marshal(tmpl)
 	if err != nil {
-		return tool, utcp.NewError(utcp.CodeInvalidManual, "openapi: %s: call template: %v", where, err)
+		return tool, utcp.Errorf(utcp.CodeInvalidManual, "openapi: %s: call template: %w", where, err)
 	}
 	var ct utcp.CallTemplate
 	if err := json.Unmarshal(raw, &ct); err != nil {
-		return tool, utcp.NewError(utcp.CodeInvalidManual, "openapi: %s: call template: %v", where, err)
+		return tool, utcp.Errorf(utcp.CodeInvalidManual, "openapi: %s: call template: %w", where, err)
 	}
 	tool.ToolCallTemplate = &ct
 	return tool, nil
+}
+
+// oasAddTag appends tag to tags unless it is there.
+func oasAddTag(tags []string, tag string) []string {
+	if slices.Contains(tags, tag) {
+		return tags
+	}
+	return append(tags, tag)
 }
 
 // oas2Consumes returns the media type an OAS2 operation's body is sent as:
@@ -717,7 +901,8 @@ func (c *oasConverter) schemaOf(v any) map[string]any {
 // oas2SchemaKeys are the schema keywords an OAS2 non-body parameter carries
 // inline.
 var oas2SchemaKeys = []string{"type", "format", "items", "enum", "default", "minimum", "maximum",
-	"exclusiveMinimum", "exclusiveMaximum", "minLength", "maxLength", "pattern", "minItems", "maxItems", "uniqueItems", "multipleOf"}
+	"exclusiveMinimum", "exclusiveMaximum", "minLength", "maxLength", "pattern", "minItems", "maxItems", "uniqueItems", "multipleOf",
+	"x-nullable"}
 
 // paramSchema builds the property schema of a (resolved) parameter.
 func (c *oasConverter) paramSchema(p map[string]any) map[string]any {
@@ -738,9 +923,6 @@ func (c *oasConverter) paramSchema(p map[string]any) map[string]any {
 			if v, ok := p[k]; ok {
 				s[k] = v
 			}
-		}
-		if s["type"] == "file" {
-			s["type"] = "string"
 		}
 	}
 	oasAddDescription(s, p)

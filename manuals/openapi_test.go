@@ -3,11 +3,13 @@ package manuals_test
 import (
 	"encoding/json"
 	"errors"
+	"io"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/utcpd/utcpd/internal/schematest"
 	"github.com/utcpd/utcpd/manuals"
 	"github.com/utcpd/utcpd/utcp"
 )
@@ -65,10 +67,10 @@ const oas3Doc = `{
 // method, scheme variables numbered in order of first use.
 var oas3Tools = []string{
 	`{"name":"login","description":"","inputs":{"properties":{"body":{"properties":{"user":{"type":"string"}},"type":"object"}},"type":"object"},"tags":[],"tool_call_template":{"auth":{"auth_type":"basic","username":"${USERNAME_1}","password":"${PASSWORD_1}"},"body_field":"body","call_template_type":"http","content_type":"application/x-www-form-urlencoded","http_method":"POST","name":"Pet_Store__v2_","url":"https://eu.api.example.com/v1/login"}}`,
-	`{"name":"me","description":"","inputs":{"properties":{},"type":"object"},"outputs":{"type":"string"},"tags":[],"tool_call_template":{"auth":{"auth_type":"api_key","api_key":"Bearer ${API_KEY_2}","var_name":"Authorization","location":"header"},"call_template_type":"http","content_type":"application/json","http_method":"GET","name":"Pet_Store__v2_","url":"https://eu.api.example.com/v1/me"}}`,
-	`{"name":"listPets","description":"List pets","inputs":{"properties":{"X-Trace":{"type":"string"},"limit":{"description":"Page size","examples":[10],"maximum":100,"type":"integer"}},"type":"object"},"outputs":{"items":{"properties":{"id":{"type":"integer"},"name":{"example":"Rex","type":"string"},"parent":{"$comment":"unresolved $ref #/components/schemas/Pet (recursive)"}},"required":["name"],"type":"object"},"type":"array"},"tags":["pets"],"tool_call_template":{"auth":{"auth_type":"api_key","api_key":"${API_KEY_3}","var_name":"X-Key","location":"header"},"call_template_type":"http","content_type":"application/json","header_fields":["X-Trace"],"http_method":"GET","name":"Pet_Store__v2_","url":"https://eu.api.example.com/v1/pets"}}`,
-	`{"name":"createPet","description":"Create a pet","inputs":{"properties":{"X-Trace":{"type":"string"},"body":{"description":"The pet","examples":[{"name":"Rex"}],"properties":{"id":{"type":"integer"},"name":{"example":"Rex","type":"string"},"parent":{"$comment":"unresolved $ref #/components/schemas/Pet (recursive)"}},"required":["name"],"type":"object"}},"required":["body"],"type":"object"},"outputs":{"properties":{"id":{"type":"integer"},"name":{"example":"Rex","type":"string"},"parent":{"$comment":"unresolved $ref #/components/schemas/Pet (recursive)"}},"required":["name"],"type":"object"},"tags":[],"tool_call_template":{"auth":{"auth_type":"oauth2","token_url":"https://docs.example.com/oauth/token","client_id":"${CLIENT_ID_4}","client_secret":"${CLIENT_SECRET_4}","scope":"write read"},"body_field":"body","call_template_type":"http","content_type":"application/json","header_fields":["X-Trace"],"http_method":"POST","name":"Pet_Store__v2_","url":"https://eu.api.example.com/v1/pets"}}`,
-	`{"name":"getPet","description":"","inputs":{"properties":{"petId":{"type":"string"}},"required":["petId"],"type":"object"},"tags":[],"tool_call_template":{"call_template_type":"http","content_type":"application/json","http_method":"GET","name":"Pet_Store__v2_","url":"https://eu.api.example.com/v1/pets/{petId}"}}`,
+	`{"name":"me","description":"","inputs":{"properties":{},"type":"object"},"outputs":{"type":"string"},"tags":["read_only"],"tool_call_template":{"auth":{"auth_type":"api_key","api_key":"Bearer ${API_KEY_2}","var_name":"Authorization","location":"header"},"call_template_type":"http","content_type":"application/json","http_method":"GET","name":"Pet_Store__v2_","url":"https://eu.api.example.com/v1/me"}}`,
+	`{"name":"listPets","description":"List pets","inputs":{"properties":{"X-Trace":{"type":"string"},"limit":{"description":"Page size","examples":[10],"maximum":100,"type":"integer"}},"type":"object"},"outputs":{"$defs":{"Pet":{"properties":{"id":{"type":"integer"},"name":{"examples":["Rex"],"type":"string"},"parent":{"$ref":"#/$defs/Pet"}},"required":["name"],"type":"object"}},"items":{"properties":{"id":{"type":"integer"},"name":{"examples":["Rex"],"type":"string"},"parent":{"$ref":"#/$defs/Pet"}},"required":["name"],"type":"object"},"type":"array"},"tags":["pets","read_only"],"tool_call_template":{"auth":{"auth_type":"api_key","api_key":"${API_KEY_3}","var_name":"X-Key","location":"header"},"call_template_type":"http","content_type":"application/json","header_fields":["X-Trace"],"http_method":"GET","name":"Pet_Store__v2_","url":"https://eu.api.example.com/v1/pets"}}`,
+	`{"name":"createPet","description":"Create a pet","inputs":{"$defs":{"Pet":{"properties":{"id":{"type":"integer"},"name":{"examples":["Rex"],"type":"string"},"parent":{"$ref":"#/$defs/Pet"}},"required":["name"],"type":"object"}},"properties":{"X-Trace":{"type":"string"},"body":{"description":"The pet","examples":[{"name":"Rex"}],"properties":{"id":{"type":"integer"},"name":{"examples":["Rex"],"type":"string"},"parent":{"$ref":"#/$defs/Pet"}},"required":["name"],"type":"object"}},"required":["body"],"type":"object"},"outputs":{"$defs":{"Pet":{"properties":{"id":{"type":"integer"},"name":{"examples":["Rex"],"type":"string"},"parent":{"$ref":"#/$defs/Pet"}},"required":["name"],"type":"object"}},"properties":{"id":{"type":"integer"},"name":{"examples":["Rex"],"type":"string"},"parent":{"$ref":"#/$defs/Pet"}},"required":["name"],"type":"object"},"tags":[],"tool_call_template":{"auth":{"auth_type":"oauth2","token_url":"https://docs.example.com/oauth/token","client_id":"${CLIENT_ID_4}","client_secret":"${CLIENT_SECRET_4}","scope":"write read"},"body_field":"body","call_template_type":"http","content_type":"application/json","header_fields":["X-Trace"],"http_method":"POST","name":"Pet_Store__v2_","url":"https://eu.api.example.com/v1/pets"}}`,
+	`{"name":"getPet","description":"","inputs":{"properties":{"petId":{"type":"string"}},"required":["petId"],"type":"object"},"tags":["read_only"],"tool_call_template":{"call_template_type":"http","content_type":"application/json","http_method":"GET","name":"Pet_Store__v2_","url":"https://eu.api.example.com/v1/pets/{petId}"}}`,
 }
 
 // swagger2Doc exercises Swagger 2.0 in YAML: host/basePath/schemes, body
@@ -124,7 +126,7 @@ paths:
 
 var swagger2Tools = []string{
 	`{"name":"addPet","description":"","inputs":{"properties":{"body":{"description":"Pet object","properties":{"id":{"format":"int64","type":"integer"},"tags":{"items":{"properties":{"name":{"type":"string"}},"type":"object"},"type":"array"}},"type":"object"}},"required":["body"],"type":"object"},"outputs":{"properties":{"id":{"format":"int64","type":"integer"},"tags":{"items":{"properties":{"name":{"type":"string"}},"type":"object"},"type":"array"}},"type":"object"},"tags":[],"tool_call_template":{"auth":{"auth_type":"oauth2","token_url":"https://auth.example.com/token","client_id":"${CLIENT_ID_1}","client_secret":"${CLIENT_SECRET_1}","scope":"write:pets"},"body_field":"body","call_template_type":"http","content_type":"application/json","http_method":"POST","name":"Petstore","url":"https://petstore.example.com/v2/pet"}}`,
-	`{"name":"getPetById","description":"Find pet by ID","inputs":{"properties":{"fields":{"enum":["a","b"],"items":{"type":"string"},"type":"array"},"petId":{"format":"int64","type":"integer"}},"required":["petId"],"type":"object"},"outputs":{"properties":{"id":{"format":"int64","type":"integer"},"tags":{"items":{"properties":{"name":{"type":"string"}},"type":"object"},"type":"array"}},"type":"object"},"tags":[],"tool_call_template":{"auth":{"auth_type":"api_key","api_key":"${API_KEY_2}","var_name":"api_key","location":"query"},"call_template_type":"http","content_type":"application/json","http_method":"GET","name":"Petstore","url":"https://petstore.example.com/v2/pet/{petId}"}}`,
+	`{"name":"getPetById","description":"Find pet by ID","inputs":{"properties":{"fields":{"enum":["a","b"],"items":{"type":"string"},"type":"array"},"petId":{"format":"int64","type":"integer"}},"required":["petId"],"type":"object"},"outputs":{"properties":{"id":{"format":"int64","type":"integer"},"tags":{"items":{"properties":{"name":{"type":"string"}},"type":"object"},"type":"array"}},"type":"object"},"tags":["read_only"],"tool_call_template":{"auth":{"auth_type":"api_key","api_key":"${API_KEY_2}","var_name":"api_key","location":"query"},"call_template_type":"http","content_type":"application/json","http_method":"GET","name":"Petstore","url":"https://petstore.example.com/v2/pet/{petId}"}}`,
 	`{"name":"updatePetWithForm","description":"","inputs":{"properties":{"body":{"properties":{"name":{"type":"string"},"status":{"type":"string"}},"required":["name"],"type":"object"},"petId":{"type":"integer"}},"required":["petId","body"],"type":"object"},"tags":[],"tool_call_template":{"auth":{"auth_type":"basic","username":"${USERNAME_3}","password":"${PASSWORD_3}"},"body_field":"body","call_template_type":"http","content_type":"application/x-www-form-urlencoded","http_method":"POST","name":"Petstore","url":"https://petstore.example.com/v2/pet/{petId}"}}`,
 }
 
@@ -330,9 +332,15 @@ func TestConvertOpenAPIRefs(t *testing.T) {
 	var inputs map[string]any
 	json.Unmarshal(m.Tools[0].Inputs, &inputs)
 	body := inputs["properties"].(map[string]any)["body"].(map[string]any)["properties"]
+	// The cycle A → B → A closes on a reference into the root's $defs,
+	// which holds A once.
+	cycle := map[string]any{"type": "object", "properties": map[string]any{"b": map[string]any{"type": "array",
+		"items": map[string]any{"$ref": "#/$defs/A"}}}}
+	if diff := cmp.Diff(map[string]any{"A": cycle}, inputs["$defs"]); diff != "" {
+		t.Errorf("inputs $defs (-want +got):\n%s", diff)
+	}
 	want := map[string]any{
-		"cycle": map[string]any{"type": "object", "properties": map[string]any{"b": map[string]any{"type": "array",
-			"items": map[string]any{"$comment": "unresolved $ref #/components/schemas/A (recursive)"}}}},
+		"cycle":    cycle,
 		"escaped":  map[string]any{"type": "string"},
 		"external": map[string]any{"$comment": "unresolved $ref other.yaml#/Thing"},
 		"dangling": map[string]any{"$comment": "unresolved $ref #/components/schemas/Nope"},
@@ -408,6 +416,11 @@ func TestDecodeDocument(t *testing.T) {
 			t.Errorf("DecodeDocument(%q): err = %v, want invalid_manual", bad, err)
 		}
 	}
+	// The decoder's own error is the cause, kept in the chain.
+	_, err = manuals.DecodeDocument([]byte(`{"unterminated": `))
+	if !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Errorf("malformed JSON: the chain lacks the decoder's io.ErrUnexpectedEOF: %v", err)
+	}
 }
 
 func TestParseOpenAPIRejectsOtherDocuments(t *testing.T) {
@@ -425,12 +438,15 @@ func TestParseOpenAPIRejectsOtherDocuments(t *testing.T) {
 }
 
 // FuzzParseOpenAPI: arbitrary documents must convert or fail cleanly,
-// never panic or hang.
+// never panic or hang, and every schema of a converted tool is valid
+// JSON Schema 2020-12 (schematest.Check).
 func FuzzParseOpenAPI(f *testing.F) {
 	for _, seed := range []string{
 		`{"openapi":"3.0.0","info":{"title":"t"},"servers":[{"url":"https://api.example.com"}],"paths":{"/a/{id}":{"get":{"operationId":"getA","parameters":[{"name":"id","in":"path","required":true,"schema":{"type":"string"}}],"responses":{"200":{"content":{"application/json":{"schema":{"$ref":"#/components/schemas/A"}}}}}}}},"components":{"schemas":{"A":{"type":"object","properties":{"self":{"$ref":"#/components/schemas/A"}}}}}}`,
 		`{"swagger":"2.0","host":"x.example.com","basePath":"/v1","paths":{"/p":{"post":{"operationId":"p","parameters":[{"in":"body","name":"b","schema":{"type":"object"}}]}}},"securityDefinitions":{"k":{"type":"apiKey","name":"X-K","in":"header"}},"security":[{"k":[]}]}`,
 		"openapi: 3.1.0\npaths: {}\n",
+		`{"openapi":"3.0.0","paths":{"/a":{"delete":{"operationId":"d","parameters":[{"name":"n","in":"query","schema":{"type":"integer","minimum":1,"exclusiveMinimum":true,"nullable":true}}],"responses":{"200":{"content":{"application/json":{"schema":{"nullable":true,"allOf":[{"$ref":"#/components/schemas/T"}],"discriminator":{"propertyName":"k"},"example":{"k":1}}}}}}}}},"components":{"schemas":{"T":{"type":"object","x-x":1,"properties":{"t":{"$ref":"#/components/schemas/T"},"s":{"allOf":[{"$ref":"#/components/schemas/T"}]}}}}}}`,
+		`{"swagger":"2.0","paths":{"/f":{"post":{"operationId":"f","parameters":[{"name":"f","in":"formData","type":"file","x-nullable":true},{"name":"l","in":"query","type":"array","collectionFormat":"multi","items":{"type":"string","pattern":"(?=a)"}}]}}}}`,
 		`{"paths":{"/x":{"get":{"operationId":"x","parameters":[{"$ref":"#/nope"}]}}}}`,
 	} {
 		f.Add([]byte(seed))
@@ -439,6 +455,19 @@ func FuzzParseOpenAPI(f *testing.F) {
 		m, err := manuals.ParseOpenAPI(data, manuals.OpenAPIOptions{SpecURL: "https://spec.example.com/openapi.json"})
 		if err == nil && m == nil {
 			t.Fatalf("nil manual without error")
+		}
+		if err != nil {
+			return
+		}
+		for _, tool := range m.Tools {
+			for _, raw := range []json.RawMessage{tool.Inputs, tool.Outputs} {
+				if len(raw) == 0 {
+					continue
+				}
+				if err := schematest.Check(raw); err != nil {
+					t.Fatalf("%s: %s: %v", tool.Name, raw, err)
+				}
+			}
 		}
 	})
 }

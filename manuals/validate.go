@@ -36,14 +36,12 @@ type TypeLister interface {
 }
 
 // parserFields returns the known fields of typ from p when it is a
-// FieldLister, else from TemplateFields.
+// FieldLister, else nil (no hints).
 func parserFields(p TemplateParser, typ string) []string {
 	if fl, ok := p.(FieldLister); ok {
-		if f := fl.KnownFields(typ); f != nil {
-			return f
-		}
+		return fl.KnownFields(typ)
 	}
-	return knownTemplateFields(typ)
+	return nil
 }
 
 // Validate checks a parsed configuration as deeply as utcpd can without

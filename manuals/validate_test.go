@@ -27,7 +27,7 @@ func TestValidate(t *testing.T) {
     {"name": "protos", "call_template_type": "http", "url": "https://x", "allowed_communication_protocols": ["http", "htpp"]}
   ]
 }`
-	cfg, err := ParseConfig(path, []byte(in), Options{})
+	cfg, err := ParseConfig(path, []byte(in), Options{Parser: fakeParser{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,8 +50,8 @@ func TestValidate(t *testing.T) {
 		{SeverityWarning, "", 6, "tool_serch_strategy", "tool_search_strategy"},
 		{SeverityError, utcp.CodeInvalidTemplate, 9, "manual_call_templates[1]", ""},
 		{SeverityError, utcp.CodeInvalidTemplate, 10, "manual_call_templates[2]", ""},
-		// Reported once although both ParseConfig (TemplateFields) and the
-		// parser find it.
+		// Reported once although both ParseConfig and Validate find it
+		// with the parser.
 		{SeverityWarning, "", 11, "manual_call_templates[3].header_feilds", "header_fields"},
 		{SeverityWarning, "", 12, "manual_call_templates[4].allowed_communication_protocols[1]", "http"},
 	}

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/utcpd/utcpd/internal/netguard"
+	"github.com/utcpd/utcpd/utcp"
 )
 
 // Endpointer is implemented by the Spec of every call template type that
@@ -32,7 +33,7 @@ func URLEndpoint(field, raw string) (netguard.HostPort, error) {
 		return netguard.HostPort{}, fmt.Errorf("%s: %w", field, err)
 	}
 	if u.Hostname() == "" {
-		return netguard.HostPort{}, fmt.Errorf("%s: URL %q has no host", field, RedactURL(u))
+		return netguard.HostPort{}, fmt.Errorf("%s: URL %q has no host", field, utcp.RedactURL(u))
 	}
 	port := u.Port()
 	if port == "" {

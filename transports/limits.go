@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"math"
 	"net/http"
 
 	"github.com/utcpd/utcpd/manuals"
@@ -262,4 +263,42 @@ func IsLimit(err error) bool {
 	}
 	l, _ := ue.Details["limit"].(string)
 	return l == "max_tools_per_manual" || l == "max_manual_bytes"
+}
+
+// DefaultMaxEventBytes caps one server-sent event (its data lines joined)
+// and one line of a line-delimited stream when a transport is not
+// configured otherwise: 16 MiB.
+const DefaultMaxEventBytes int64 = 16 << 20
+
+// DefaultMaxResponseBytes is the response body cap used when a transport is
+// not configured otherwise: 64 MiB.
+const DefaultMaxResponseBytes int64 = 64 << 20
+
+// ReadAllLimit reads r to its end, but never holds more than max+1 bytes:
+// past max bytes it stops and returns a *utcp.Error of code
+// payload_too_large that wraps ErrTooLarge. max <= 0 means
+// DefaultMaxResponseBytes. Errors of r are returned as they are, with the
+// bytes read so far.
+func ReadAllLimit(r io.Reader, max int64) ([]byte, error) {
+	if max <= 0 {
+		max = DefaultMaxResponseBytes
+	}
+	if max == math.MaxInt64 {
+		max--
+	}
+	b, err := io.ReadAll(io.LimitReader(r, max+1))
+	if err != nil {
+		return b, err
+	}
+	if int64(len(b)) > max {
+		return nil, TooLarge(max)
+	}
+	return b, nil
+}
+
+// TooLarge returns the payload_too_large error for a body over max bytes.
+// It wraps ErrTooLarge.
+func TooLarge(max int64) error {
+	return utcp.Errorf(utcp.CodePayloadTooLarge, "response larger than %d bytes: %w", max, ErrTooLarge).
+		WithDetail("limit_bytes", max)
 }

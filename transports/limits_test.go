@@ -1,7 +1,9 @@
 package transports
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -89,5 +91,23 @@ func TestManualReadCap(t *testing.T) {
 	_, err = ReadManual(ctx, strings.NewReader(strings.Repeat("x", 11)), 5)
 	if IsLimit(err) || utcp.CodeOf(err) != utcp.CodePayloadTooLarge {
 		t.Fatalf("ReadManual over the transport's own cap: %v", err)
+	}
+}
+
+func TestReadAllLimit(t *testing.T) {
+	for _, c := range []struct {
+		n, max int64
+		ok     bool
+	}{{0, 10, true}, {10, 10, true}, {11, 10, false}, {1 << 20, 1 << 10, false}} {
+		b, err := ReadAllLimit(bytes.NewReader(make([]byte, c.n)), c.max)
+		if c.ok {
+			if err != nil || int64(len(b)) != c.n {
+				t.Errorf("ReadAllLimit(%d, %d) = %d bytes, %v", c.n, c.max, len(b), err)
+			}
+			continue
+		}
+		if !errors.Is(err, ErrTooLarge) || utcp.CodeOf(err) != utcp.CodePayloadTooLarge {
+			t.Errorf("ReadAllLimit(%d, %d): err = %v, want payload_too_large", c.n, c.max, err)
+		}
 	}
 }

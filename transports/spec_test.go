@@ -19,7 +19,7 @@ func parseA(raw json.RawMessage) (utcp.CallTemplate, error) {
 	return tmpl, err
 }
 
-// TestDecodeTemplateOfAndSpecOf checks the shared ParseTemplate/specOf
+// TestDecodeTemplateOfAndSpecOf checks the shared ParseTemplate/SpecOf
 // pair: the type check, a spec of the right type used as is, Raw parsed
 // on demand with the template's auth taking precedence, and the
 // invalid_template errors with their wording.

@@ -2,10 +2,18 @@
 // interface every call_template_type implements, the Info a transport
 // package registers, and the Registry that maps call_template_type to Info.
 //
+// This package is the contract and nothing else: the interfaces (Transport,
+// Streamer, Stream and the optional Keyer, PrefixedNames, Endpointer), Info
+// and Registry, template and configuration decoding (DecodeTemplate,
+// DecodeTemplateOf, SpecOf, DecodeConfig), the registration counter Count,
+// the sentinel errors and the discovery limits.
+//
 // Each transport lives in its own package under transports/ (http, cli,
 // text, ...), registers itself from init with MustRegister, and passes the
-// conformance suite in transports/transporttest. A transport imports only
-// this package and utcp.
+// conformance suite in transports/transporttest. What transports share
+// besides the contract is in transports/internal/ (httpclient, httpcall,
+// envelope, socket, session, procenv), transports/oauth2 (the token cache
+// the gateway shares), internal/jsonx and internal/eventstream.
 package transports
 
 import (

@@ -73,15 +73,27 @@ type Error struct {
 	Err error
 }
 
-// NewError returns an *Error with the given code and formatted message.
+// NewError returns an *Error with the given code and formatted message
+// (fmt.Sprintf) and no cause. To keep an underlying error in the chain
+// (errors.Is, errors.As), use Errorf with %w.
 func NewError(code Code, format string, args ...any) *Error {
 	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
 }
 
-// Errorf returns an *Error whose cause is the last %w in format, if any.
+// Errorf returns an *Error with the given code and the message
+// fmt.Errorf(format, args...) formats; its cause (Err) is the operand of
+// the %w verb, or every operand, joined, when format has several; nil
+// without %w. The message does not depend on the verb: %w prints as %v.
 func Errorf(code Code, format string, args ...any) *Error {
 	err := fmt.Errorf(format, args...)
-	return &Error{Code: code, Message: err.Error(), Err: errors.Unwrap(err)}
+	e := &Error{Code: code, Message: err.Error()}
+	switch u := err.(type) {
+	case interface{ Unwrap() error }:
+		e.Err = u.Unwrap()
+	case interface{ Unwrap() []error }:
+		e.Err = errors.Join(u.Unwrap()...)
+	}
+	return e
 }
 
 // WithDetail returns e with key set in its details. It mutates and returns e.

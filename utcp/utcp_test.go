@@ -83,6 +83,28 @@ func TestErrorIs(t *testing.T) {
 // registry.ErrNotFound (a store has no such record) is not
 // transports.ErrNotRegistered (a transport does not hold the manual),
 // though both are manual_not_found.
+// TestErrorfCauses: Errorf keeps the operand of %w as the cause, every
+// operand when there are several, none without %w; the message is the
+// same whichever verb prints the error.
+func TestErrorfCauses(t *testing.T) {
+	a, b := errors.New("a failed"), errors.New("b failed")
+	one := utcp.Errorf(utcp.CodeInternal, "doing x: %w", a)
+	if one.Error() != "doing x: a failed" || one.Err != a || !errors.Is(one, a) {
+		t.Errorf("one cause: %q %v", one, one.Err)
+	}
+	two := utcp.Errorf(utcp.CodeInternal, "doing x: %w (last error: %w)", a, b)
+	if two.Error() != "doing x: a failed (last error: b failed)" || !errors.Is(two, a) || !errors.Is(two, b) {
+		t.Errorf("two causes: %q %v", two, two.Err)
+	}
+	none := utcp.Errorf(utcp.CodeInternal, "doing x: %v", a)
+	if none.Error() != one.Error() || none.Err != nil || errors.Is(none, a) {
+		t.Errorf("no cause: %q %v", none, none.Err)
+	}
+	if flat := utcp.NewError(utcp.CodeInternal, "doing x: %v", a); flat.Error() != one.Error() || flat.Err != nil {
+		t.Errorf("NewError: %q %v", flat, flat.Err)
+	}
+}
+
 func TestSentinelsOfOneCodeDiffer(t *testing.T) {
 	if utcp.CodeOf(registry.ErrNotFound) != utcp.CodeOf(transports.ErrNotRegistered) {
 		t.Fatalf("the test needs two sentinels of one code: %q, %q", utcp.CodeOf(registry.ErrNotFound), utcp.CodeOf(transports.ErrNotRegistered))

@@ -3,11 +3,30 @@
 //
 // Routes (every error is the httpx envelope):
 //
-//	GET  /v1/tools                 search (q, tags, limit) or list the tools
+//	GET  /v1/tools                 list (tags, limit, cursor) or search (q) the tools, one page
 //	GET  /v1/tools/{name}          one tool, with its auth metadata
 //	POST /v1/tools/{name}/call     call once: {"arguments": {...}} → {"result": ..., "is_error": bool}
 //	POST /v1/tools/{name}/stream   call as a stream: text/event-stream of chunk events, then end or error
 //	GET  /v1/reviews/{id}          a parked call's review: its status and, once it ran, its result
+//
+// Listing pages: without q the tools come sorted by qualified name (byte
+// order), at most limit (default 100, at most 1,000) a page, and
+// next_cursor, when present, is the cursor of the next page. The cursor
+// is opaque; it holds the last name of the page, so it stays valid while
+// tools are added or removed (a page starts after that name: a tool
+// added before it is not seen, one removed is not repeated). With q the
+// tools are ranked by the search and a cursor holds a position in that
+// ranking, tied to the same q and tags. A malformed cursor, or one of
+// another query, is invalid_request.
+//
+// Names with "/": a tool named gh.repos/get is reached as
+// /v1/tools/gh.repos/get, /v1/tools/gh.repos/get/call and
+// /v1/tools/gh.repos/get/stream as well as with the slash escaped
+// (gh.repos%2Fget). SlashNames does that mapping: every path segment
+// between /v1/tools/ and the last one is part of the name, and the last
+// segment is the action when it is "call" or "stream" (else part of the
+// name too). A tool whose name itself ends in "/call" or "/stream" is
+// reached with that slash escaped.
 //
 // A failure the tool itself reports is a completed call: 200 with
 // "is_error": true and the tool's error value (or message) as the result.
@@ -42,8 +61,10 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/utcpd/utcpd/api/httpx"
@@ -108,6 +129,11 @@ type Handler struct {
 	reviews    *review.Queue
 	heartbeat  time.Duration
 	log        *slog.Logger
+
+	// gen counts changes of the tool set; byName is the sorted
+	// listing, rebuilt when gen moved.
+	gen    atomic.Uint64
+	byName sortedTools
 }
 
 // New returns the REST front for opts.
@@ -129,6 +155,11 @@ func New(opts Options) *Handler {
 	h.defTimeout = min(h.defTimeout, h.maxTimeout)
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)
+	}
+	if h.g != nil {
+		// For the life of the gateway: the front has no Close, and a
+		// subscription costs one map entry.
+		h.g.Subscribe(func() { h.gen.Add(1) })
 	}
 	return h
 }
@@ -166,11 +197,14 @@ type Tool struct {
 	MCP json.RawMessage `json:"mcp,omitempty"`
 }
 
-// ToolList is the answer to GET /v1/tools.
+// ToolList is the answer to GET /v1/tools: one page.
 type ToolList struct {
-	// Tools are the matches, best first (registration order for an
-	// empty query).
+	// Tools are the page's tools: sorted by qualified name when the
+	// request has no q, else the matches best first.
 	Tools []Tool `json:"tools"`
+	// NextCursor is the ?cursor= of the next page; absent on the last
+	// page.
+	NextCursor string `json:"next_cursor,omitempty"`
 }
 
 // CallRequest is the body of a call or stream request. An empty body is
@@ -242,45 +276,6 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 	httpx.Logged(h.log, w, r, err)
 }
 
-func (h *Handler) list(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	limit := DefaultLimit
-	if s := q.Get("limit"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 {
-			h.fail(w, r, httpx.Errorf(utcp.CodeInvalidRequest, "limit must be a positive integer, got %q", s).WithDetail("parameter", "limit"))
-			return
-		}
-		limit = min(n, MaxLimit)
-	}
-	var tags []string
-	for _, v := range q["tags"] {
-		for t := range strings.SplitSeq(v, ",") {
-			if t = strings.TrimSpace(t); t != "" {
-				tags = append(tags, t)
-			}
-		}
-	}
-	native, err := mcpParam(r)
-	if err != nil {
-		h.fail(w, r, err)
-		return
-	}
-	found := h.g.SearchTools(q.Get("q"), limit, tags)
-	out := ToolList{Tools: make([]Tool, 0, len(found))}
-	for _, t := range found {
-		tool := toTool(t)
-		if native {
-			tool.MCP = t.MCP
-		}
-		out.Tools = append(out.Tools, tool)
-	}
-	if native {
-		w.Header().Set(HeaderMCP, "1")
-	}
-	httpx.WriteJSON(w, http.StatusOK, out)
-}
-
 func (h *Handler) tool(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
 	t, err := h.g.Tool(name)
@@ -343,9 +338,49 @@ func (h *Handler) prepare(w http.ResponseWriter, r *http.Request) (time.Duration
 	}
 	var req CallRequest
 	if err := httpx.DecodeStrict(buf.Bytes(), &req); err != nil {
-		return 0, nil, err
+		return 0, nil, unwrappedHint(buf.Bytes(), err)
 	}
 	return d, req.Arguments, nil
+}
+
+// wrapHint is the hint of a call body that holds the arguments without
+// their wrapper.
+const wrapHint = `wrap the arguments: {"arguments": {...}}`
+
+// unwrappedHint returns err, or for a body that is a JSON object without
+// an "arguments" field (the tool's arguments sent bare, {"a": 1}) an
+// invalid_request saying to wrap them.
+func unwrappedHint(body []byte, err error) error {
+	var top map[string]json.RawMessage
+	if json.Unmarshal(body, &top) != nil || len(top) == 0 {
+		return err
+	}
+	if _, ok := top["arguments"]; ok {
+		return err
+	}
+	fields := make([]string, 0, len(top))
+	for k := range top {
+		if len(k) > 64 {
+			k = strings.ToValidUTF8(k[:64], "") + "..."
+		}
+		fields = append(fields, k)
+	}
+	slices.Sort(fields)
+	shown := fields
+	if len(shown) > 5 {
+		shown = shown[:5]
+	}
+	return httpx.Errorf(utcp.CodeInvalidRequest, "the body has no \"arguments\" field but %s: a call body is {\"arguments\": {...}}; %s",
+		strings.Join(quoted(shown), ", "), wrapHint).WithDetail("field", fields[0]).WithDetail("hint", wrapHint)
+}
+
+// quoted returns every string of ss in Go quotes.
+func quoted(ss []string) []string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = strconv.Quote(s)
+	}
+	return out
 }
 
 func (h *Handler) call(w http.ResponseWriter, r *http.Request) {
@@ -420,7 +455,7 @@ func writeResult(w http.ResponseWriter, v any, isError bool, native json.RawMess
 	defer httpx.PutBuffer(buf)
 	buf.WriteString(`{"result":`)
 	if err := appendJSON(buf, v, 0); err != nil {
-		httpx.WriteError(w, httpx.Errorf(utcp.CodeInternal, "encoding the result: %v", err))
+		httpx.WriteError(w, httpx.Errorf(utcp.CodeInternal, "encoding the result: %w", err))
 		return
 	}
 	if isError {

@@ -13,6 +13,7 @@ import (
 	"github.com/utcpd/utcpd/api"
 	"github.com/utcpd/utcpd/examples/servers/sse/sseserver"
 	"github.com/utcpd/utcpd/gateway"
+	"github.com/utcpd/utcpd/internal/eventstream"
 	"github.com/utcpd/utcpd/transports"
 	_ "github.com/utcpd/utcpd/transports/sse"
 	"github.com/utcpd/utcpd/transports/transporttest/fixture"
@@ -34,7 +35,7 @@ func readStream(b *testing.B, client *http.Client, req *http.Request, want strin
 		b.Fatalf("%s: %s: %s", req.URL, resp.Status, body)
 	}
 	cr := &countingReader{r: resp.Body}
-	rd := transports.NewSSEReader(cr, 0)
+	rd := eventstream.NewReader(cr, 0)
 	var first time.Duration
 	n := 0
 	for {

@@ -197,7 +197,8 @@ func Logged(log *slog.Logger, w http.ResponseWriter, r *http.Request, err error)
 }
 
 // Errorf returns a *utcp.Error with code and a formatted message; a
-// shorthand for the handlers.
+// shorthand for the handlers. It is utcp.Errorf: a %w operand is the
+// error's cause (kept in the chain), printed as %v would.
 func Errorf(code utcp.Code, format string, args ...any) *utcp.Error {
-	return utcp.NewError(code, format, args...)
+	return utcp.Errorf(code, format, args...)
 }

@@ -265,3 +265,19 @@ func TestRouter(t *testing.T) {
 		}()
 	}
 }
+
+// TestErrorfWraps: a %w operand of Errorf is the error's cause; the
+// message and the answer are the same as with %v.
+func TestErrorfWraps(t *testing.T) {
+	cause := errors.New("disk on fire")
+	wrapped := httpx.Errorf(utcp.CodeUnavailable, "not ready: %w", cause)
+	flat := httpx.Errorf(utcp.CodeUnavailable, "not ready: %v", cause)
+	if !errors.Is(wrapped, cause) || errors.Is(flat, cause) {
+		t.Errorf("chain: wrapped %v, flat %v", errors.Is(wrapped, cause), errors.Is(flat, cause))
+	}
+	ws, we := httpx.Problem(wrapped)
+	fs, fe := httpx.Problem(flat)
+	if ws != fs || !cmp.Equal(we, fe) || we.Error.Message != "not ready: disk on fire" {
+		t.Errorf("answers differ: %d %+v, %d %+v", ws, we, fs, fe)
+	}
+}

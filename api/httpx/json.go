@@ -113,7 +113,7 @@ func ReadBody(w http.ResponseWriter, r *http.Request, limit int64, buf *bytes.Bu
 		if r.Context().Err() != nil {
 			return fmt.Errorf("reading the request body: %w", r.Context().Err())
 		}
-		return Errorf(utcp.CodeInvalidRequest, "reading the request body: %v", err)
+		return Errorf(utcp.CodeInvalidRequest, "reading the request body: %w", err)
 	}
 	if buf.Len() > 0 && !isJSONType(r.Header.Get("Content-Type")) {
 		return Errorf(utcp.CodeInvalidRequest, "the request body must be JSON sent with Content-Type: application/json").
@@ -163,7 +163,7 @@ func decodeError(err error) error {
 	case errors.Is(err, io.ErrUnexpectedEOF):
 		return Errorf(utcp.CodeInvalidRequest, "malformed JSON: the body ends early")
 	case errors.As(err, &syn):
-		return Errorf(utcp.CodeInvalidRequest, "malformed JSON: %v", syn).WithDetail("offset", syn.Offset)
+		return Errorf(utcp.CodeInvalidRequest, "malformed JSON: %w", syn).WithDetail("offset", syn.Offset)
 	case errors.As(err, &typ):
 		if typ.Field == "" {
 			return Errorf(utcp.CodeInvalidRequest, "the body: a JSON %s cannot be used here (want %s)", typ.Value, jsonKind(typ.Type)).

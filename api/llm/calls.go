@@ -48,7 +48,7 @@ func decodeLoose(data []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
 	if err := dec.Decode(v); err != nil {
-		return malformed("malformed JSON: %v", err)
+		return malformed("malformed JSON: %w", err)
 	}
 	return nil
 }
@@ -151,7 +151,7 @@ func parseOpenAI(body []byte) (*Request, error) {
 		case len(raw) == 0 || string(raw) == "null":
 		case raw[0] == '"':
 			if err := json.Unmarshal(raw, &s); err != nil {
-				return nil, malformed("tool_calls[%d].function.arguments: %v", i, err)
+				return nil, malformed("tool_calls[%d].function.arguments: %w", i, err)
 			}
 		default:
 			return nil, malformed("tool_calls[%d].function.arguments must be a JSON string", i)
@@ -184,7 +184,7 @@ func parseAnthropic(body []byte) (*Request, error) {
 		Input json.RawMessage `json:"input"`
 	}
 	if err := decodeLoose(content, &blocks); err != nil {
-		return nil, malformed("content: %v", err)
+		return nil, malformed("content: %w", err)
 	}
 	req := &Request{Calls: []Call{}}
 	for i, b := range blocks {
@@ -233,7 +233,7 @@ func parseGemini(body []byte) (*Request, error) {
 		} `json:"parts"`
 	}
 	if err := decodeLoose(content, &c); err != nil {
-		return nil, malformed("content: %v", err)
+		return nil, malformed("content: %w", err)
 	}
 	if c.Role != "" && c.Role != "model" {
 		return nil, malformed("the content's role is %q, not model", c.Role)

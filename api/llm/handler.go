@@ -94,7 +94,7 @@ func (h *Handler) Register(rt *httpx.Router, wrap func(http.Handler) http.Handle
 func provider(r *http.Request) (Provider, error) {
 	p, err := ParseProvider(r.PathValue("provider"))
 	if err != nil {
-		return "", httpx.Errorf(utcp.CodeNotFound, "%v", err).WithDetail("provider", r.PathValue("provider"))
+		return "", httpx.Errorf(utcp.CodeNotFound, "%w", err).WithDetail("provider", r.PathValue("provider"))
 	}
 	return p, nil
 }
@@ -120,8 +120,8 @@ type ExportQuery struct {
 	Limit int
 	// Options are the export options.
 	Options ExportOptions
-	// CodeMode puts the codemode.run tool first, in addition to Limit
-	// (and leaves out a registered tool of that name).
+	// CodeMode puts the codemode.run tool first, counted in Limit (and
+	// leaves out a registered tool of that name).
 	CodeMode bool
 }
 
@@ -157,6 +157,10 @@ func selectTools(g *gateway.Gateway, q ExportQuery) (tools, all []*utcp.Tool) {
 	if q.CodeMode {
 		tools = slices.DeleteFunc(slices.Clone(tools), func(t *utcp.Tool) bool { return t.Name == codemode.ToolName })
 		tools = append([]*utcp.Tool{codemode.Tool()}, tools...)
+		// codemode.run counts: Limit is the number of definitions.
+		if q.Limit > 0 && len(tools) > q.Limit {
+			tools = tools[:q.Limit]
+		}
 	}
 	return tools, all
 }
@@ -204,7 +208,7 @@ func (h *Handler) export(w http.ResponseWriter, r *http.Request) {
 	tools, all := selectTools(h.g, q)
 	n, write, err := h.cache.ExportPieces(p, tools, all, q.Options)
 	if err != nil {
-		httpx.Logged(h.log, w, r, httpx.Errorf(utcp.CodeInternal, "exporting the tools: %v", err))
+		httpx.Logged(h.log, w, r, httpx.Errorf(utcp.CodeInternal, "exporting the tools: %w", err))
 		return
 	}
 	// Streamed from the cached per-tool renderings: no whole body is
@@ -246,7 +250,7 @@ func (h *Handler) toolCalls(w http.ResponseWriter, r *http.Request) {
 	outs := h.Run(r.Context(), req.Calls, httpx.Principal(r.Context()))
 	reply, err := Reply(p, req, outs)
 	if err != nil {
-		httpx.Logged(h.log, w, r, httpx.Errorf(utcp.CodeInternal, "%v", err))
+		httpx.Logged(h.log, w, r, httpx.Errorf(utcp.CodeInternal, "%w", err))
 		return
 	}
 	httpx.WriteJSON(w, http.StatusOK, reply)
@@ -267,7 +271,7 @@ func (h *Handler) Run(ctx context.Context, calls []Call, principal string) []Out
 	var wg sync.WaitGroup
 	for i, c := range calls {
 		if c.ArgsErr != nil {
-			outs[i].Err = utcp.NewError(utcp.CodeInvalidArguments, "%s: %v", c.Name, c.ArgsErr)
+			outs[i].Err = utcp.Errorf(utcp.CodeInvalidArguments, "%s: %w", c.Name, c.ArgsErr)
 			continue
 		}
 		q, ok := names.Qualified(c.Name)
@@ -308,7 +312,7 @@ func (h *Handler) runCode(ctx context.Context, args map[string]any, principal st
 	}
 	raw, err := json.Marshal(res)
 	if err != nil {
-		return Outcome{Err: utcp.NewError(utcp.CodeInternal, "encoding the CodeMode answer: %v", err)}
+		return Outcome{Err: utcp.Errorf(utcp.CodeInternal, "encoding the CodeMode answer: %w", err)}
 	}
 	return Outcome{Value: json.RawMessage(raw)}
 }

@@ -52,7 +52,7 @@ func (s *Server) runCode(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Ca
 	}
 	body, err := json.Marshal(res)
 	if err != nil {
-		return s.failure(req, utcp.NewError(utcp.CodeInternal, "encoding the CodeMode answer: %v", err))
+		return s.failure(req, utcp.Errorf(utcp.CodeInternal, "encoding the CodeMode answer: %w", err))
 	}
 	var structured map[string]any
 	_ = json.Unmarshal(body, &structured)

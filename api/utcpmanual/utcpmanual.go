@@ -561,7 +561,7 @@ func (h *Handler) call(w http.ResponseWriter, r *http.Request) {
 	enc := json.NewEncoder(out)
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(res.Value); err != nil {
-		h.fail(w, r, httpx.Errorf(utcp.CodeInternal, "encoding the result: %v", err))
+		h.fail(w, r, httpx.Errorf(utcp.CodeInternal, "encoding the result: %w", err))
 		return
 	}
 	httpx.WriteRaw(w, http.StatusOK, "application/json", out.Bytes())

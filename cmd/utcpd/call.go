@@ -1,13 +1,14 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -37,14 +38,9 @@ code and message are printed, e.g. "utcpd: tool_not_found: ...").`,
   utcpd call demo.add --args '{"a": 2, "b": 3}' --server http://127.0.0.1:8787`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var callArgs map[string]any
-			dec := json.NewDecoder(bytes.NewReader([]byte(argsJSON)))
-			dec.UseNumber()
-			if err := dec.Decode(&callArgs); err != nil {
-				return &exitError{code: exitUsage, err: fmt.Errorf("--args must be a JSON object: %v", err)}
-			}
-			if dec.More() {
-				return &exitError{code: exitUsage, err: errors.New("--args must be one JSON object")}
+			callArgs, err := parseArgsFlag(argsJSON)
+			if err != nil {
+				return err
 			}
 			c, err := tf.remote(cmd)
 			if err != nil {
@@ -103,4 +99,40 @@ func toolErrorValue(te *utcp.ToolError) any {
 		return te.Value
 	}
 	return te.Message
+}
+
+// parseArgsFlag decodes --args: one JSON object (numbers kept as
+// json.Number), or null for none. Anything else is a usage error saying
+// what was given.
+func parseArgsFlag(s string) (map[string]any, error) {
+	usage := func(format string, a ...any) error {
+		return &exitError{code: exitUsage, err: fmt.Errorf("--args must be a JSON object of the tool's arguments, such as '{\"a\": 1}': "+format, a...)}
+	}
+	dec := json.NewDecoder(strings.NewReader(s))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, usage("it is empty")
+		}
+		return nil, usage("it is not valid JSON (%s)", strings.TrimPrefix(err.Error(), "json: "))
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, usage("it has more after the first JSON value")
+	}
+	switch x := v.(type) {
+	case map[string]any:
+		return x, nil
+	case nil:
+		return nil, nil // no arguments, as {"arguments": null} on REST
+	case []any:
+		return nil, usage("got an array")
+	case string:
+		return nil, usage("got a string")
+	case json.Number:
+		return nil, usage("got a number")
+	case bool:
+		return nil, usage("got a boolean")
+	}
+	return nil, usage("got %T", v)
 }

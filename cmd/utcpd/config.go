@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/utcpd/utcpd/daemon"
 	"github.com/utcpd/utcpd/manuals"
 	"github.com/utcpd/utcpd/sources"
 	"github.com/utcpd/utcpd/transports"
@@ -18,7 +19,7 @@ func newConfigCmd() *cobra.Command {
 		Short: "Work with configuration files",
 		Long: `config works with utcpd configuration files: UTCP client configurations (v1.1,
 or legacy v0.1; files of other UTCP clients load unchanged) with an optional
-"gateway" section for the daemon (see "utcpd serve --help").`,
+"gateway" section for the daemon (see docs/cli.md, "utcpd serve").`,
 	}
 	var strict bool
 	validate := &cobra.Command{
@@ -27,7 +28,7 @@ or legacy v0.1; files of other UTCP clients load unchanged) with an optional
 		Long: `validate loads FILE as a UTCP client configuration (v1.1, or legacy v0.1
 providers), parses every manual call template with its transport, and prints
 each problem as "file:line: json.path: message". It also checks the utcpd
-"gateway" section (see "utcpd serve --help"). Unknown fields are warnings
+"gateway" section (docs/cli.md, "utcpd serve"). Unknown fields are warnings
 (with the closest known field); --strict makes them errors.
 
 It exits 0 when the file is usable, 2 when it has errors.`,
@@ -51,14 +52,14 @@ It exits 0 when the file is usable, 2 when it has errors.`,
 				for _, p := range ps {
 					fmt.Fprintln(out, p.String())
 				}
-				return &exitError{code: exitUsage, err: fmt.Errorf("%s: %d problem(s)", args[0], len(ps))}
+				return &exitError{code: exitUsage, err: fmt.Errorf("%s: %s", args[0], count(len(ps), "problem", ""))}
 			}
 			errs := 0
 			ps := manuals.Validate(cfg, transports.Default, strict)
 			s := defaultSettings()
-			gw := applyGatewaySection(&s, cfg.Gateway, args[0], data, cfg.Dir, strict)
-			gwps := append(gw.errs, gw.warnings...)
-			if p := validateGuards(cfg, &s, args[0], data); p != nil {
+			gwErrs, gwWarnings := daemon.ApplyGateway(&s, cfg, data, strict)
+			gwps := append(gwErrs, gwWarnings...)
+			if p := daemon.ValidateGuards(cfg, &s, data); p != nil {
 				gwps = append(gwps, *p)
 			}
 			slices.SortStableFunc(gwps, func(a, b manuals.Problem) int { return cmp.Compare(a.Line, b.Line) })
@@ -70,9 +71,9 @@ It exits 0 when the file is usable, 2 when it has errors.`,
 				}
 			}
 			if errs > 0 {
-				return &exitError{code: exitUsage, err: fmt.Errorf("%s: %d error(s)", args[0], errs)}
+				return &exitError{code: exitUsage, err: fmt.Errorf("%s: %s", args[0], count(errs, "error", ""))}
 			}
-			fmt.Fprintf(out, "%s: OK (%d manual call templates, %d warnings)\n", args[0], len(cfg.ManualCallTemplates), len(ps))
+			fmt.Fprintf(out, "%s: OK (%s, %s)\n", args[0], count(len(cfg.ManualCallTemplates), "manual call template", ""), count(len(ps), "warning", ""))
 			return nil
 		},
 	}

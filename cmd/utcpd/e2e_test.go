@@ -83,7 +83,7 @@ func TestCLI(t *testing.T) {
 	tmpl := filepath.Join(dir, "fix.json")
 	writeFile(t, tmpl, fmt.Sprintf(`{"call_template_type": "http", "http_method": "GET", "url": %q}`, be.URL+"/utcp"))
 	out, errOut, code := cli(t, dir, admin, "manuals", "add", tmpl)
-	if code != 0 || !strings.Contains(out, "registered manual fix with 5 tool(s)") {
+	if code != 0 || !strings.Contains(out, "registered manual fix with 5 tools") {
 		t.Fatalf("manuals add FILE: exit %d\n%s%s", code, out, errOut)
 	}
 	// manuals add URL --name.

@@ -15,7 +15,7 @@ import (
 func newToolsExportCmd() *cobra.Command {
 	var tf targetFlags
 	var format, query string
-	var strict bool
+	var strict, withCodeMode bool
 	var tags []string
 	var limit int
 	var timeout time.Duration
@@ -34,6 +34,8 @@ Qualified names map to provider names: "." becomes "__" (weather.get →
 weather__get); a name containing "__", "_." or "._", another character, or
 too long becomes a readable prefix, "___" and 8 hex digits of its SHA-256.
 POST /v1/llm/{provider}/tool_calls on the daemon runs the calls a model makes.
+A daemon with CodeMode puts codemode__run first (--codemode=false leaves it
+out); --limit counts it.
 ` + toolsModes + `
 In-process, --strict-config treats unknown configuration fields as errors.`,
 		Args: cobra.NoArgs,
@@ -61,6 +63,9 @@ In-process, --strict-config treats unknown configuration fields as errors.`,
 				}
 				if strict {
 					v.Set("strict", "true")
+				}
+				if !withCodeMode {
+					v.Set("codemode", "false")
 				}
 				var out any
 				if err := c.do(ctx, http.MethodGet, "/v1/export/"+string(p), v, nil, &out); err != nil {
@@ -91,7 +96,8 @@ In-process, --strict-config treats unknown configuration fields as errors.`,
 	fl.BoolVar(&strict, "strict", false, "openai: strict functions (schemas rewritten for OpenAI's strict mode)")
 	fl.StringVarP(&query, "q", "q", "", "only tools matching this search query (search_tools)")
 	fl.StringSliceVar(&tags, "tags", nil, "only tools with at least one of these tags (comma-separated)")
-	fl.IntVar(&limit, "limit", 0, "at most this many tools (0: all)")
+	fl.IntVar(&limit, "limit", 0, "at most this many tool definitions, codemode__run included (0: all)")
+	fl.BoolVar(&withCodeMode, "codemode", true, "with --server: put codemode__run first when the daemon offers CodeMode (false: leave it out)")
 	fl.DurationVar(&timeout, "timeout", 30*time.Second, "with --server: give up after this long")
 	_ = cmd.MarkFlagRequired("format")
 	return cmd

@@ -33,7 +33,7 @@ func TestToolsExport(t *testing.T) {
 			want []string
 		}{
 			{[]string{"--format", "openai"}, []string{`"type": "function"`, `"name": "fix__add"`, `"parameters"`}},
-			{[]string{"--format", "openai", "--strict", "--q", "sum numbers", "--limit", "1"}, []string{`"strict": true`, `"additionalProperties": false`, `"name": "fix__add"`}},
+			{[]string{"--format", "openai", "--strict", "--q", "sum numbers", "--limit", "1", "--codemode=false"}, []string{`"strict": true`, `"additionalProperties": false`, `"name": "fix__add"`}},
 			{[]string{"--format", "anthropic", "--tags", "math"}, []string{`"input_schema"`, `"name": "fix__add"`}},
 			{[]string{"--format", "gemini"}, []string{`"functionDeclarations"`, `"type": "OBJECT"`, `"name": "fix__sleep"`}},
 		} {
@@ -50,6 +50,32 @@ func TestToolsExport(t *testing.T) {
 					t.Errorf("%s %v: no %s in\n%s", mode.name, c.args, w, out)
 				}
 			}
+		}
+	}
+	// --limit counts every definition, codemode__run included.
+	for _, c := range []struct {
+		env  []string
+		args []string
+		want []string
+	}{
+		{user, []string{"--limit", "2"}, []string{"codemode__run", "fix__echo"}},
+		{user, []string{"--limit", "2", "--codemode=false"}, []string{"fix__echo", "fix__add"}},
+		{user, []string{"--limit", "1"}, []string{"codemode__run"}},
+		{local, []string{"--limit", "2"}, []string{"fix__echo", "fix__add"}},
+	} {
+		out, errOut, code := cli(t, dir, c.env, append([]string{"tools", "export", "--format", "anthropic"}, c.args...)...)
+		var tools []struct {
+			Name string `json:"name"`
+		}
+		if err := json.Unmarshal([]byte(out), &tools); err != nil || code != 0 {
+			t.Fatalf("export %v: exit %d %v\n%s%s", c.args, code, err, out, errOut)
+		}
+		var got []string
+		for _, tl := range tools {
+			got = append(got, tl.Name)
+		}
+		if strings.Join(got, ",") != strings.Join(c.want, ",") {
+			t.Errorf("export %v: %v, want %v", c.args, got, c.want)
 		}
 	}
 	if _, _, code := cli(t, dir, user, "tools", "export", "--format", "mistral"); code != 2 {

@@ -4,11 +4,16 @@
 //
 //	utcpd serve                      run the daemon (admin API, REST front)
 //	utcpd call TOOL --args JSON      call a tool (daemon or in-process)
-//	utcpd tools list|search|show     inspect tools (daemon or in-process)
+//	utcpd stream TOOL --args JSON    call a tool as a stream, print its events as they come
+//	utcpd tools list|search|show|export   inspect tools (daemon or in-process)
 //	utcpd manuals list|show|add|rm|refresh   manage a daemon's manuals
+//	utcpd reviews list|show|approve|deny     decide the calls a guard parked for review
+//	utcpd audit [--tool --since --outcome --decision --limit]   read a daemon's audit log
 //	utcpd config validate FILE       check a configuration file
 //	utcpd mcp                        serve the tools to an MCP client over stdio
-//	utcpd version                    print versions
+//	utcpd version, utcpd --version   print versions
+//
+// The full reference of every command and flag is docs/cli.md.
 //
 // Exit codes: 0 success; 1 the command failed (the error is printed);
 // 2 bad usage or an invalid configuration; 3 the tool itself reported an
@@ -81,20 +86,22 @@ const rootLong = `utcpd loads UTCP manuals (v1.1, and legacy v0.1 providers) int
 of qualified tool names (manual.tool) and calls each tool through its native
 transport, after the guard has allowed it.
 
-Run the daemon with "utcpd serve"; "utcpd tools" and "utcpd call" work against a
-running daemon (--server) or in-process from a configuration file (--config);
-"utcpd manuals" manages a running daemon's manuals through its admin API.
+Run the daemon with "utcpd serve"; "utcpd tools", "utcpd call" and "utcpd stream"
+work against a running daemon (--server) or in-process from a configuration
+file (--config); "utcpd manuals", "utcpd reviews" and "utcpd audit" use a
+running daemon's admin API. Every command and flag: docs/cli.md.
 
 A .env file in the working directory is loaded into the environment before any
 command runs (variables already set win).
 
 Environment:
-  UTCPD_CONFIG        configuration file (serve, and tools/call in-process)
-  UTCPD_SERVER        daemon URL for tools, call and manuals
-  UTCPD_API_KEY       API key the tools and call commands send to a daemon
-  UTCPD_ADMIN_TOKEN   admin token (serve: the token to require; manuals: the one to send)
+  UTCPD_CONFIG        configuration file (serve, and tools/call/stream in-process)
+  UTCPD_SERVER        daemon URL for tools, call, stream, manuals, reviews, audit
+  UTCPD_API_KEY       API key the tools, call and stream commands send to a daemon
+  UTCPD_ADMIN_TOKEN   admin token (serve: the token to require; manuals, reviews
+                      and audit: the one to send)
   UTCPD_LISTEN, UTCPD_API_KEYS, UTCPD_DATA_DIR, UTCPD_STORE, UTCPD_MANUALS_DIR,
-  UTCPD_LOG_FORMAT, UTCPD_LOG_LEVEL   serve settings (see "utcpd serve --help")
+  UTCPD_LOG_FORMAT, UTCPD_LOG_LEVEL   serve settings (docs/cli.md)
 
 Exit codes:
   0  success
@@ -102,7 +109,8 @@ Exit codes:
      are printed, e.g. "utcpd: tool_not_found: ...")
   2  bad usage (unknown command or flag, wrong arguments) or an invalid
      configuration, flag value or environment variable
-  3  the tool itself reported an error (utcpd call; the result is printed)`
+  3  the tool itself reported an error (utcpd call: the result is printed;
+     utcpd stream: the error is printed)`
 
 func newRootCmd() *cobra.Command {
 	root := &cobra.Command{
@@ -118,7 +126,11 @@ func newRootCmd() *cobra.Command {
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
 		return &exitError{code: exitUsage, err: err}
 	})
-	root.AddCommand(newServeCmd(), newCallCmd(), newToolsCmd(), newManualsCmd(), newConfigCmd(), newVersionCmd(), newMCPCmd())
+	root.AddCommand(newServeCmd(), newCallCmd(), newStreamCmd(), newToolsCmd(), newManualsCmd(), newReviewsCmd(), newAuditCmd(),
+		newConfigCmd(), newVersionCmd(), newMCPCmd())
+	// --version prints what utcpd version prints.
+	root.Version = versionString()
+	root.SetVersionTemplate(versionText())
 	markFailures(root)
 	return root
 }
@@ -140,7 +152,7 @@ func markFailures(cmd *cobra.Command) {
 	if check := cmd.Args; check != nil {
 		cmd.Args = func(c *cobra.Command, args []string) error {
 			if err := check(c, args); err != nil {
-				return &exitError{code: exitUsage, err: fmt.Errorf("%v (see '%s --help')", err, c.CommandPath())}
+				return &exitError{code: exitUsage, err: fmt.Errorf("%w (see '%s --help')", err, c.CommandPath())}
 			}
 			return nil
 		}
@@ -158,7 +170,7 @@ func loadDotenv() error {
 		return nil
 	}
 	if err := godotenv.Load(".env"); err != nil {
-		return &exitError{code: exitUsage, err: fmt.Errorf(".env: %v", err)}
+		return &exitError{code: exitUsage, err: fmt.Errorf(".env: %w", err)}
 	}
 	return nil
 }

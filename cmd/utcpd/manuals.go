@@ -170,8 +170,7 @@ It prints the manual's name and tools; warnings go to stderr.`,
 			defer cancel()
 			var res admin.RegisterResponse
 			if replace {
-				n, _ := jsonString(mustField(raw, "name"))
-				err = c.do(ctx, http.MethodPut, "/admin/manuals/"+pathEscape(n), nil, raw, &res)
+				err = c.do(ctx, http.MethodPut, "/admin/manuals/"+pathEscape(templateName(raw)), nil, raw, &res)
 			} else {
 				err = c.do(ctx, http.MethodPost, "/admin/manuals", nil, raw, &res)
 			}
@@ -251,7 +250,7 @@ func printRegistered(cmd *cobra.Command, verb string, res admin.RegisterResponse
 		return writeJSON(cmd.OutOrStdout(), res)
 	}
 	out := cmd.OutOrStdout()
-	fmt.Fprintf(out, "%s manual %s with %d tool(s)\n", verb, res.Name, len(res.Tools))
+	fmt.Fprintf(out, "%s manual %s with %s\n", verb, res.Name, count(len(res.Tools), "tool", ""))
 	for _, t := range res.Tools {
 		fmt.Fprintf(out, "  %s\n", t)
 	}
@@ -317,7 +316,7 @@ func templateFor(arg, name string, stdin io.Reader) (json.RawMessage, error) {
 	}
 	raw, err := json.Marshal(doc)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %v", where, err)
+		return nil, fmt.Errorf("%s: %w", where, err)
 	}
 	t, _, err := manuals.PrepareTemplate(raw, dir)
 	if err != nil {
@@ -326,9 +325,12 @@ func templateFor(arg, name string, stdin io.Reader) (json.RawMessage, error) {
 	return t.Raw, nil
 }
 
-// mustField returns raw's top-level field key, nil when absent.
-func mustField(raw json.RawMessage, key string) json.RawMessage {
-	var obj map[string]json.RawMessage
-	_ = json.Unmarshal(raw, &obj)
-	return obj[key]
+// templateName returns the name of the call template raw, "" when it
+// has none (or not a string).
+func templateName(raw json.RawMessage) string {
+	var head struct {
+		Name string `json:"name"`
+	}
+	_ = json.Unmarshal(raw, &head)
+	return head.Name
 }

@@ -12,7 +12,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -23,6 +22,7 @@ import (
 	"github.com/utcpd/utcpd/api/codemode"
 	"github.com/utcpd/utcpd/api/front"
 	"github.com/utcpd/utcpd/api/mcpfront"
+	"github.com/utcpd/utcpd/daemon"
 	"github.com/utcpd/utcpd/gateway"
 	"github.com/utcpd/utcpd/transports"
 	"github.com/utcpd/utcpd/utcp"
@@ -73,9 +73,9 @@ read at start (daemon unreachable, wrong API key), 2 for bad usage or an
 unusable configuration.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			level, err := parseLevel(logLevel)
+			level, err := daemon.ParseLevel(logLevel)
 			if err != nil {
-				return &exitError{code: exitUsage, err: fmt.Errorf("--log-level: %v", err)}
+				return &exitError{code: exitUsage, err: fmt.Errorf("--log-level: %w", err)}
 			}
 			log := slog.New(utcp.RedactHandler(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level})))
 			opts := mcpfront.Options{
@@ -177,10 +177,10 @@ type restBackend struct {
 	poll time.Duration
 }
 
-// Tools reads every tool (GET /v1/tools, up to front.MaxLimit), with the
+// Tools reads every tool (GET /v1/tools, page by page), with the
 // metadata of MCP tools (?mcp=true).
 func (b *restBackend) Tools(ctx context.Context) ([]*utcp.Tool, error) {
-	tools, err := remoteTools(ctx, b.c, url.Values{"limit": {strconv.Itoa(front.MaxLimit)}, "mcp": {"true"}})
+	tools, err := remoteTools(ctx, b.c, url.Values{"mcp": {"true"}}, 0)
 	if err != nil {
 		return nil, fromRemote(err)
 	}

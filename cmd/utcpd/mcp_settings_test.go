@@ -22,16 +22,16 @@ func TestMCPSettings(t *testing.T) {
 		return s, err
 	}
 	s, err := build(`{"gateway": {}}`)
-	if err != nil || s.MCPCodeMode || s.MCPNativeNames != nil {
-		t.Fatalf("default: codemode %v, native %v, %v", s.MCPCodeMode, s.MCPNativeNames, err)
+	if err != nil || s.MCP.CodeMode || s.MCP.NativeNames != nil {
+		t.Fatalf("default: codemode %v, native %v, %v", s.MCP.CodeMode, s.MCP.NativeNames, err)
 	}
 	s, err = build(`{"gateway": {"mcp": {"codemode": true, "native_names": ["everything.srv"]}}}`)
-	if err != nil || !s.MCPCodeMode || !slices.Equal(s.MCPNativeNames, []string{"everything.srv"}) {
-		t.Fatalf("set: codemode %v, native %v, %v", s.MCPCodeMode, s.MCPNativeNames, err)
+	if err != nil || !s.MCP.CodeMode || !slices.Equal(s.MCP.NativeNames, []string{"everything.srv"}) {
+		t.Fatalf("set: codemode %v, native %v, %v", s.MCP.CodeMode, s.MCP.NativeNames, err)
 	}
 	for _, bad := range []struct{ cfg, want string }{
 		{`{"gateway": {"mcp": true}}`, "gateway.mcp"},
-		{`{"gateway": {"mcp": {"codemode": "yes"}}}`, "mcp.codemode"},
+		{`{"gateway": {"mcp": {"codemode": "yes"}}}`, "mcp.codemode must be true or false"},
 		{`{"gateway": {"mcp": {"native_names": ["everything"]}}}`, `"everything" is not a "manual.server" name`},
 		{`{"gateway": {"mcp": {"native_name": []}}}`, `unknown field "native_name"`},
 	} {

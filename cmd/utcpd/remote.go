@@ -60,46 +60,14 @@ func newClient(server, token string) (*client, error) {
 // do sends one request and decodes a 2xx JSON answer into out (nil: no
 // decoding). A non-2xx answer is a *remoteError from its envelope.
 func (c *client) do(ctx context.Context, method, path string, query url.Values, body, out any) error {
-	target := strings.TrimRight(c.base.String(), "/") + path
-	if q := query.Encode(); q != "" {
-		target += "?" + q
-	}
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return err
-		}
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, target, rd)
+	resp, err := c.send(ctx, method, path, query, body, "application/json")
 	if err != nil {
 		return err
-	}
-	if body != nil || method == http.MethodPost || method == http.MethodPut {
-		// Every POST and PUT is JSON, empty ones included (the daemon's
-		// perimeter refuses others).
-		req.Header.Set("Content-Type", "application/json")
-	}
-	req.Header.Set("Accept", "application/json")
-	req.Header.Set("User-Agent", "utcpd/"+versionString())
-	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		if ctx.Err() != nil {
-			return fmt.Errorf("%s %s: %w", method, path, ctx.Err())
-		}
-		return fmt.Errorf("cannot reach utcpd at %s (is `utcpd serve` running?): %w", c.base, errors.Unwrap(err))
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
 	if err != nil {
 		return fmt.Errorf("%s %s: reading the answer: %w", method, path, err)
-	}
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return decodeRemoteError(resp.StatusCode, data)
 	}
 	if out == nil || len(bytes.TrimSpace(data)) == 0 {
 		return nil
@@ -110,6 +78,54 @@ func (c *client) do(ctx context.Context, method, path string, query url.Values, 
 		return fmt.Errorf("%s %s: the answer is not the expected JSON: %w", method, path, err)
 	}
 	return nil
+}
+
+// send sends one request asking for accept and returns a 2xx answer for
+// the caller to read and close. A non-2xx answer is a *remoteError from
+// its envelope.
+func (c *client) send(ctx context.Context, method, path string, query url.Values, body any, accept string) (*http.Response, error) {
+	target := strings.TrimRight(c.base.String(), "/") + path
+	if q := query.Encode(); q != "" {
+		target += "?" + q
+	}
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return nil, err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, target, rd)
+	if err != nil {
+		return nil, err
+	}
+	if body != nil || method == http.MethodPost || method == http.MethodPut {
+		// Every POST and PUT is JSON, empty ones included (the daemon's
+		// perimeter refuses others).
+		req.Header.Set("Content-Type", "application/json")
+	}
+	req.Header.Set("Accept", accept)
+	req.Header.Set("User-Agent", "utcpd/"+versionString())
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("%s %s: %w", method, path, ctx.Err())
+		}
+		return nil, fmt.Errorf("cannot reach utcpd at %s (is `utcpd serve` running?): %w", c.base, errors.Unwrap(err))
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		defer resp.Body.Close()
+		data, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		if err != nil {
+			return nil, fmt.Errorf("%s %s: reading the answer: %w", method, path, err)
+		}
+		return nil, decodeRemoteError(resp.StatusCode, data)
+	}
+	return resp, nil
 }
 
 // decodeRemoteError reads an error envelope; a body that is not one is

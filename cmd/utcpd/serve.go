@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/utcpd/utcpd/daemon"
 	"github.com/utcpd/utcpd/manuals"
@@ -24,107 +26,29 @@ func newServeCmd() *cobra.Command {
 		Short: "Run the gateway daemon (admin API, REST front, health and metrics)",
 		Long: `serve runs the utcpd daemon on one HTTP listener:
 
-  /admin/...   admin API: register, list, replace, refresh and remove manuals
-               (bearer admin token; without one, loopback clients only)
-  /v1/...      REST front: list, search and call tools (API keys when set)
-  /mcp         MCP front, Streamable HTTP (same API keys; docs/mcp.md)
+  /admin/...   admin API: manuals, reviews, audit (bearer admin token)
+  /v1/...      REST front: list, search, call and stream tools (API keys when set)
+  /mcp         MCP front, Streamable HTTP (the same API keys)
+  /utcp        the whole gateway as one UTCP manual
   /healthz /readyz /metrics /openapi.json
 
-Manuals come from four places: the store in --data-dir (manuals registered
-through the admin API; served at once at start, then discovered again in the
-background), the configuration file, the --manuals-dir folder, and the admin
-API. /readyz answers 200 once the stored manuals are restored and the
-configuration and folder manuals had their first registration.
+Manuals come from the store (--data-dir, or --store postgres://... shared by
+replicas), the configuration file (--config, else $UTCPD_CONFIG, else
+./utcpd.json when it exists; its "gateway" section holds the daemon's
+settings), the watched --manuals-dir folder, and the admin API. Settings apply
+in the order flags > environment > the file > defaults.
 
-Several replicas behind a load balancer share one PostgreSQL database
-(docs/deploy.md): --store postgres://user@host/db ($UTCPD_STORE, or
-gateway.store) keeps the manuals, reviews and audit log there instead of the
-SQLite store in --data-dir. Every replica serves the same registry (a change
-through one is live on the others within a second), a review can be decided
-through any replica, and the audit log is shared. A replica whose database is
-not reachable at start retries with backoff and answers /readyz 503 until it
-has restored the stored manuals; once started it keeps serving calls from
-memory while the database is away (/readyz 200 {"status": "degraded"}; writes
-fail with unavailable) and recovers by itself when it is back.
+SIGHUP reloads the configuration file and the folder and retries failed
+manuals; SIGTERM or SIGINT lets calls in flight finish (--shutdown-timeout)
+and stops. Listening on a non-loopback address needs an admin token and API
+keys.
 
-The configuration file (--config, UTCPD_CONFIG, else ./utcpd.json when it
-exists, else none) is a UTCP client configuration (v1.1 or legacy v0.1) with an
-optional "gateway" section:
+Exit codes: 0 after a clean shutdown; 1 the daemon could not run; 2 an invalid
+configuration, flag or environment variable, or an exposed listener without
+credentials.
 
-  "gateway": {
-    "listen": "127.0.0.1:8787",      "admin_token": "...",   "api_keys": ["..."],
-    "data_dir": "/var/lib/utcpd",    "manuals_dir": "manuals",
-    "max_body_bytes": 4194304,       "default_timeout": "30s",
-    "max_timeout": "5m",             "shutdown_timeout": "15s",
-    "log_format": "text",            "log_level": "info",
-    "guards": [{"kind": "policy", ...}, {"kind": "webhook", "secret": "${GUARD_HMAC}", ...}],
-    "bypass_tools": ["health.ping"], "guard_timeout": "10s",
-    "review_timeout": "10m",         "audit_retention": "720h",
-    "allowed_origins": ["https://app.example.com"],
-    "public_url": "https://tools.example.com",
-    "store": "postgres://utcpd@db.internal/utcpd",
-    "store_resync_interval": "30s", "store_max_conns": 8,
-    "max_tools_per_manual": 20000,   "max_manual_bytes": 16777216
-  }
-
-allowed_origins are the browser origins (Origin header) /mcp accepts besides
-loopback ones (http or https on localhost, 127.0.0.0/8, [::1]); a request from
-any other origin is refused with 403; "*" accepts every origin.
-
-max_tools_per_manual (default 20000) and max_manual_bytes (default 16 MiB) cap
-what one manual discovery may bring in: a manual that lists more tools, or
-whose document is larger, is not registered (discovery_failed naming the
-limit), and nothing of it is kept.
-
-public_url is the address clients reach the gateway at (scheme, host, optional
-path prefix), used in the call templates of the UTCP manual at GET /utcp;
-without it they point at the scheme and Host of each request.
-
-guards is the guard chain, run in order on every call before dispatch (each
-entry's kind names a registered guard kind; ${VAR} in it resolves like a
-manual's variables, without namespace; an entry that does not load refuses to
-start, exit 2, naming gateway.guards[i]); bypass_tools are exact qualified
-tool names (manual.tool) that skip it: only the name a call resolves to
-counts, never the name as typed. A review verdict parks the call for a decision through the admin
-API (/admin/reviews) for up to review_timeout; every call is recorded in the
-audit log (/admin/audit), kept for audit_retention.
-
-Relative paths in it are relative to the configuration file. Settings apply in
-the order flags > environment (UTCPD_LISTEN, UTCPD_ADMIN_TOKEN, UTCPD_API_KEYS
-comma-separated, UTCPD_DATA_DIR, UTCPD_STORE, UTCPD_MANUALS_DIR, UTCPD_LOG_FORMAT,
-UTCPD_LOG_LEVEL; an empty variable counts as unset) > file > defaults. A .env
-file in the working directory is loaded into the environment first (variables
-already set win).
-
-The manuals folder (--manuals-dir): every *.json file is one manual call
-template (named by its "name", else the file's base name) or one UTCP manual or
-OpenAPI document (registered as a file call template pointing at it, named by
-the file's base name, allowing the protocols its tools use: the folder is
-trusted like the configuration). Names are sanitised; manuals from the folder
-have source "dir". The folder is checked every second (modification time and
-size): new files register, changed ones are discovered again and replace the
-old version, removed ones deregister; calls in flight finish. A broken file, or
-one whose manual cannot be discovered, keeps its last good version serving and
-the log says why.
-
-SIGHUP re-reads the configuration file (variables, manual call templates: new
-ones register, removed ones deregister, changed ones and those whose variables
-changed are discovered again; the guard chain, bypass_tools and guard_timeout
-are rebuilt, a chain that fails to load keeping the last good one; the rest of
-the gateway section, post_processing and
-tool_search_strategy need a restart) and every file of the folder, and retries
-the manuals that failed to register. An error keeps the last good
-configuration serving. SIGTERM or
-SIGINT stops accepting connections, lets calls in flight finish for up to
-shutdown_timeout, then closes the transports and the store.
-
-Security: the default listen address is loopback. Listening on any other
-address needs both an admin token and at least one API key, else serve refuses
-to start (exit 2).
-
-Exit codes: 0 after a clean shutdown; 1 when the daemon could not run
-(address in use, store unreadable); 2 for an invalid configuration, flag or
-environment variable, or an exposed listener without credentials.`,
+The full reference (every gateway setting, replicas, the manuals folder,
+reloads): docs/cli.md, section "utcpd serve".`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runServe(cmd, &f, configPath, strict)
@@ -134,7 +58,57 @@ environment variable, or an exposed listener without credentials.`,
 	fl.StringVarP(&configPath, "config", "c", "", "configuration file (default $UTCPD_CONFIG, else ./utcpd.json when it exists)")
 	fl.BoolVar(&strict, "strict", false, "treat unknown configuration fields (also in the gateway section) as errors")
 	f.bind(fl)
+	cmd.SetHelpFunc(func(c *cobra.Command, _ []string) {
+		fmt.Fprint(c.OutOrStdout(), groupedHelp(c, serveFlagGroups))
+	})
 	return cmd
+}
+
+// flagGroup is a titled group of flags in a command's help.
+type flagGroup struct {
+	title string
+	names []string
+}
+
+// serveFlagGroups groups serve's flags for its help; a flag in no group
+// is listed under "Other flags".
+var serveFlagGroups = []flagGroup{
+	{"Configuration", []string{"config", "strict"}},
+	{"Listener and access", []string{"listen", "admin-token", "api-keys", "max-connections"}},
+	{"Manuals and storage", []string{"data-dir", "store", "no-store", "manuals-dir"}},
+	{"Limits and timeouts", []string{"max-body-bytes", "default-timeout", "max-timeout", "read-timeout", "shutdown-timeout"}},
+	{"Logging", []string{"log-format", "log-level"}},
+}
+
+// groupedHelp is cmd's help with its flags listed by group.
+func groupedHelp(cmd *cobra.Command, groups []flagGroup) string {
+	var b strings.Builder
+	b.WriteString(strings.TrimSpace(cmd.Long))
+	b.WriteString("\n\nUsage:\n  ")
+	b.WriteString(cmd.UseLine())
+	b.WriteString("\n")
+	seen := map[string]bool{}
+	section := func(title string, names []string) {
+		fs := pflag.NewFlagSet(title, pflag.ContinueOnError)
+		for _, n := range names {
+			if f := cmd.Flags().Lookup(n); f != nil && !f.Hidden && !seen[n] {
+				fs.AddFlag(f)
+				seen[n] = true
+			}
+		}
+		if fs.HasFlags() {
+			b.WriteString("\n" + title + ":\n")
+			b.WriteString(fs.FlagUsages())
+		}
+	}
+	for _, g := range groups {
+		section(g.title, g.names)
+	}
+	var rest []string
+	cmd.Flags().VisitAll(func(f *pflag.Flag) { rest = append(rest, f.Name) })
+	cmd.InheritedFlags().VisitAll(func(f *pflag.Flag) { rest = append(rest, f.Name) })
+	section("Other flags", rest)
+	return b.String()
 }
 
 // daemonConfig is one successfully loaded configuration file.
@@ -199,7 +173,7 @@ func configProblems(path string, err error) string {
 		return msg
 	}
 	var b bytes.Buffer
-	fmt.Fprintf(&b, "%s: %d problem(s):", path, len(ps))
+	fmt.Fprintf(&b, "%s: %s:", path, count(len(ps), "problem", ""))
 	for _, p := range ps {
 		b.WriteString("\n  ")
 		b.WriteString(p.String())
@@ -258,8 +232,8 @@ func reloadConfig(path string, strict bool) (*daemonConfig, *settings, error) {
 	dc, err := loadDaemonConfig(path, strict)
 	var s settings
 	if err == nil && dc.Cfg != nil {
-		if res := applyGatewaySection(&s, dc.Cfg.Gateway, dc.Path, dc.Data, dc.Cfg.Dir, strict); len(res.errs) > 0 {
-			err = errors.New(res.errs[0].String())
+		if errs, _ := daemon.ApplyGateway(&s, dc.Cfg, dc.Data, strict); len(errs) > 0 {
+			err = errors.New(errs[0].String())
 		}
 	}
 	if err != nil {
@@ -273,7 +247,7 @@ func reloadConfig(path string, strict bool) (*daemonConfig, *settings, error) {
 func checkExposure(s *settings) (bool, error) {
 	host, _, err := net.SplitHostPort(s.Listen)
 	if err != nil {
-		return false, fmt.Errorf("listen address %q: %v (want host:port, e.g. 127.0.0.1:8787)", s.Listen, err)
+		return false, fmt.Errorf("listen address %q: %w (want host:port, e.g. 127.0.0.1:8787)", s.Listen, err)
 	}
 	if isLoopback(host) {
 		return true, nil

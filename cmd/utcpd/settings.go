@@ -1,17 +1,11 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
-	"cmp"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
-	"regexp"
-	"slices"
 	"strings"
 	"time"
 
@@ -57,15 +51,6 @@ const (
 // over the configuration file's gateway section over defaults.
 type settings = daemon.Settings
 
-// gatewayKeys are the keys of the configuration's gateway section.
-var gatewayKeys = []string{
-	"listen", "admin_token", "api_keys", "data_dir", "manuals_dir", "max_body_bytes",
-	"default_timeout", "max_timeout", "shutdown_timeout", "log_format", "log_level",
-	"guards", "bypass_tools", "guard_timeout", "review_timeout", "audit_retention",
-	"allowed_origins", "store", "store_resync_interval", "store_max_conns", "public_url",
-	"codemode", "mcp", "allowed_hosts", "read_timeout", "max_connections", "max_tools_per_manual", "max_manual_bytes",
-}
-
 // defaultSettings returns the built-in defaults.
 func defaultSettings() settings {
 	return settings{
@@ -103,16 +88,16 @@ func effectiveSettings(fs *pflag.FlagSet, f *serveFlags, dc *daemonConfig, stric
 	s := defaultSettings()
 	var warnings []manuals.Problem
 	if dc != nil && dc.Cfg != nil {
-		res := applyGatewaySection(&s, dc.Cfg.Gateway, dc.Path, dc.Data, dc.Cfg.Dir, strict)
-		if len(res.errs) > 0 {
+		errs, ws := daemon.ApplyGateway(&s, dc.Cfg, dc.Data, strict)
+		if len(errs) > 0 {
 			var b strings.Builder
-			fmt.Fprintf(&b, "%s: %d problem(s):", dc.Path, len(res.errs))
-			for _, p := range res.errs {
+			fmt.Fprintf(&b, "%s: %d problem(s):", dc.Path, len(errs))
+			for _, p := range errs {
 				b.WriteString("\n  " + p.String())
 			}
 			return s, nil, errors.New(b.String())
 		}
-		warnings = res.warnings
+		warnings = ws
 	}
 	if err := applyEnv(&s); err != nil {
 		return s, nil, err
@@ -126,217 +111,6 @@ func effectiveSettings(fs *pflag.FlagSet, f *serveFlags, dc *daemonConfig, stric
 	return s, warnings, nil
 }
 
-// sectionResult is what applyGatewaySection found besides the settings.
-type sectionResult struct {
-	errs     []manuals.Problem
-	warnings []manuals.Problem
-}
-
-// applyGatewaySection overlays the configuration's gateway section (raw,
-// from file whose bytes are data) on s. Relative paths resolve against
-// dir, the configuration's folder. Unknown keys are warnings naming the
-// closest known key, errors when strict; wrong types and bad values are
-// errors. Every finding names the file, the line and the JSON path.
-func applyGatewaySection(s *settings, raw json.RawMessage, file string, data []byte, dir string, strict bool) sectionResult {
-	var res sectionResult
-	if len(raw) == 0 {
-		return res
-	}
-	lines := gatewayKeyLines(file, data)
-	problem := func(key, format string, args ...any) manuals.Problem {
-		path := "gateway"
-		if key != "" {
-			path += "." + key
-		}
-		return manuals.Problem{Severity: manuals.SeverityError, Code: utcp.CodeInvalidConfig, File: file, Line: lines[key],
-			Path: path, Message: fmt.Sprintf(format, args...)}
-	}
-	var obj map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &obj); err != nil || obj == nil {
-		res.errs = append(res.errs, problem("", "the gateway section must be a JSON object"))
-		return res
-	}
-	keys := sortedKeys(obj)
-	slices.SortStableFunc(keys, func(a, b string) int { return cmp.Compare(lines[a], lines[b]) })
-	for _, key := range keys {
-		v := obj[key]
-		if bytes.Equal(bytes.TrimSpace(v), []byte("null")) {
-			continue
-		}
-		bad := func(format string, args ...any) { res.errs = append(res.errs, problem(key, format, args...)) }
-		switch key {
-		case "listen":
-			if str, ok := jsonString(v); ok {
-				s.Listen = str
-			} else {
-				bad("must be a string such as \"127.0.0.1:8787\"")
-			}
-		case "admin_token":
-			if str, ok := jsonString(v); ok {
-				s.AdminToken = str
-			} else {
-				bad("must be a string")
-			}
-		case "public_url":
-			str, ok := jsonString(v)
-			if !ok {
-				bad("must be a string such as \"https://tools.example.com\"")
-				break
-			}
-			s.PublicURL = str
-		case "allowed_origins":
-			var origins []string
-			if json.Unmarshal(v, &origins) != nil {
-				bad("must be an array of origins such as \"https://app.example.com\" (or \"*\")")
-				break
-			}
-			s.AllowedOrigins = nonEmpty(origins)
-		case "allowed_hosts":
-			var hosts []string
-			if json.Unmarshal(v, &hosts) != nil {
-				bad("must be an array of host names such as \"tools.example.com\" (or \"*.example.com\")")
-				break
-			}
-			s.AllowedHosts = nonEmpty(hosts)
-		case "read_timeout":
-			d, err := jsonDuration(v)
-			if err != nil || d <= 0 {
-				bad("must be a positive duration such as \"30s\"")
-				break
-			}
-			s.ReadTimeout = d
-		case "max_connections":
-			var n int
-			if json.Unmarshal(v, &n) != nil || n <= 0 {
-				bad("must be a positive integer")
-				break
-			}
-			s.MaxConnections = n
-		case "api_keys":
-			var keys []string
-			if json.Unmarshal(v, &keys) != nil {
-				bad("must be an array of strings")
-				break
-			}
-			s.APIKeys = nonEmpty(keys)
-		case "data_dir", "manuals_dir":
-			str, ok := jsonString(v)
-			if !ok {
-				bad("must be a string (a folder path)")
-				break
-			}
-			if str != "" && dir != "" && !filepath.IsAbs(str) {
-				str = filepath.Join(dir, str)
-			}
-			if key == "data_dir" {
-				s.DataDir = str
-			} else {
-				s.ManualsDir = str
-			}
-		case "store":
-			if str, ok := jsonString(v); ok {
-				s.Store = str
-			} else {
-				bad("must be a string: a postgres:// DSN (prefer $%s, which keeps the password out of the file)", envStore)
-			}
-		case "store_resync_interval":
-			d, err := jsonDuration(v)
-			if err != nil {
-				bad("%v", err)
-				break
-			}
-			s.StoreResync = d
-		case "store_max_conns":
-			var n int
-			if json.Unmarshal(v, &n) != nil || n <= 0 || n > 1000 {
-				bad("must be an integer from 1 to 1000")
-				break
-			}
-			s.StoreMaxConns = n
-		case "max_tools_per_manual":
-			var n int
-			if json.Unmarshal(v, &n) != nil || n <= 0 {
-				bad("must be a positive integer number of tools")
-				break
-			}
-			s.MaxToolsPerManual = n
-		case "max_manual_bytes":
-			var n int64
-			if json.Unmarshal(v, &n) != nil || n <= 0 {
-				bad("must be a positive integer number of bytes")
-				break
-			}
-			s.MaxManualBytes = n
-		case "max_body_bytes":
-			var n int64
-			if json.Unmarshal(v, &n) != nil || n <= 0 {
-				bad("must be a positive integer number of bytes")
-				break
-			}
-			s.MaxBodyBytes = n
-		case "default_timeout", "max_timeout", "shutdown_timeout":
-			d, err := jsonDuration(v)
-			if err != nil {
-				bad("%v", err)
-				break
-			}
-			switch key {
-			case "default_timeout":
-				s.DefaultTimeout = d
-			case "max_timeout":
-				s.MaxTimeout = d
-			default:
-				s.ShutdownTimeout = d
-			}
-		case "log_format", "log_level":
-			str, ok := jsonString(v)
-			if !ok {
-				bad("must be a string")
-				break
-			}
-			if key == "log_format" {
-				s.LogFormat = str
-			} else {
-				s.LogLevel = str
-			}
-		case "codemode":
-			if msg := applyCodeModeSetting(s, v); msg != "" {
-				bad("%s", msg)
-			}
-		case "mcp":
-			if msg := applyMCPSetting(s, v); msg != "" {
-				bad("%s", msg)
-			}
-		case "guards", "bypass_tools", "guard_timeout", "review_timeout", "audit_retention":
-			if msg := applyGuardSetting(s, key, v); msg != "" {
-				bad("%s", msg)
-			}
-		default:
-			p := problem(key, "unknown field %q in the gateway section", key)
-			p.Kind = manuals.WarnUnknownField
-			if c := utcp.Closest(key, gatewayKeys, 1); len(c) > 0 {
-				p.Suggestion = c[0]
-			}
-			if strict {
-				res.errs = append(res.errs, p)
-			} else {
-				p.Severity, p.Code = manuals.SeverityWarning, ""
-				p.Message += "; ignored"
-				res.warnings = append(res.warnings, p)
-			}
-		}
-	}
-	for _, key := range []string{"log_format", "log_level"} {
-		if _, ok := obj[key]; !ok {
-			continue
-		}
-		if err := checkLogSetting(key, s.LogFormat, s.LogLevel); err != nil {
-			res.errs = append(res.errs, problem(key, "%v", err))
-		}
-	}
-	return res
-}
-
 // applyEnv overlays the UTCPD_* environment variables on s. An empty
 // variable counts as unset. Errors name the variable.
 func applyEnv(s *settings) error {
@@ -347,7 +121,7 @@ func applyEnv(s *settings) error {
 		s.AdminToken = v
 	}
 	if v := os.Getenv(envAPIKeys); v != "" {
-		s.APIKeys = nonEmpty(strings.Split(v, ","))
+		s.APIKeys = daemon.NonEmpty(strings.Split(v, ","))
 	}
 	if v := os.Getenv(envDataDir); v != "" {
 		s.DataDir = v
@@ -360,14 +134,14 @@ func applyEnv(s *settings) error {
 	}
 	if v := os.Getenv(envLogFormat); v != "" {
 		s.LogFormat = v
-		if err := checkLogSetting("log_format", v, ""); err != nil {
-			return fmt.Errorf("%s: %v", envLogFormat, err)
+		if err := daemon.CheckLog(v, ""); err != nil {
+			return fmt.Errorf("%s: %w", envLogFormat, err)
 		}
 	}
 	if v := os.Getenv(envLogLevel); v != "" {
 		s.LogLevel = v
-		if err := checkLogSetting("log_level", "", v); err != nil {
-			return fmt.Errorf("%s: %v", envLogLevel, err)
+		if err := daemon.CheckLog("", v); err != nil {
+			return fmt.Errorf("%s: %w", envLogLevel, err)
 		}
 	}
 	return nil
@@ -415,7 +189,7 @@ func (f *serveFlags) apply(fs *pflag.FlagSet, s *settings) error {
 		s.AdminToken = f.adminToken
 	}
 	if set("api-keys") {
-		s.APIKeys = nonEmpty(f.apiKeys)
+		s.APIKeys = daemon.NonEmpty(f.apiKeys)
 	}
 	if set("data-dir") {
 		s.DataDir = f.dataDir
@@ -458,14 +232,14 @@ func (f *serveFlags) apply(fs *pflag.FlagSet, s *settings) error {
 	}
 	if set("log-format") {
 		s.LogFormat = f.logFormat
-		if err := checkLogSetting("log_format", f.logFormat, ""); err != nil {
-			return fmt.Errorf("--log-format: %v", err)
+		if err := daemon.CheckLog(f.logFormat, ""); err != nil {
+			return fmt.Errorf("--log-format: %w", err)
 		}
 	}
 	if set("log-level") {
 		s.LogLevel = f.logLevel
-		if err := checkLogSetting("log_level", "", f.logLevel); err != nil {
-			return fmt.Errorf("--log-level: %v", err)
+		if err := daemon.CheckLog("", f.logLevel); err != nil {
+			return fmt.Errorf("--log-level: %w", err)
 		}
 	}
 	return nil
@@ -485,7 +259,7 @@ func checkSettings(s *settings) error {
 	case s.Store != "" && !isPostgresDSN(s.Store):
 		return fmt.Errorf("store: unsupported value (want a postgres:// or postgresql:// DSN, or empty for the SQLite store in data_dir)")
 	}
-	return checkLogSetting("", s.LogFormat, s.LogLevel)
+	return daemon.CheckLog(s.LogFormat, s.LogLevel)
 }
 
 // isPostgresDSN reports whether dsn selects store/postgres.
@@ -493,176 +267,14 @@ func isPostgresDSN(dsn string) bool {
 	return strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://")
 }
 
-// checkLogSetting validates a log format and level ("" skips one).
-func checkLogSetting(key, format, level string) error {
-	if format != "" && format != "text" && format != "json" && (key == "" || key == "log_format") {
-		return fmt.Errorf("log format %q: must be text or json", format)
-	}
-	if level != "" && (key == "" || key == "log_level") {
-		if _, err := parseLevel(level); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func parseLevel(s string) (slog.Level, error) {
-	var l slog.Level
-	if err := l.UnmarshalText([]byte(s)); err != nil {
-		return 0, fmt.Errorf("log level %q: must be debug, info, warn or error", s)
-	}
-	return l, nil
-}
-
 // newLogger returns the daemon's logger: slog to stderr in the settings'
 // format and level, through utcp.RedactHandler so that no line shows a
 // secret (by attribute name or by value).
 func newLogger(s *settings) *slog.Logger {
-	level, _ := parseLevel(s.LogLevel)
+	level, _ := daemon.ParseLevel(s.LogLevel)
 	opts := &slog.HandlerOptions{Level: level}
 	if s.LogFormat == "json" {
 		return slog.New(utcp.RedactHandler(slog.NewJSONHandler(os.Stderr, opts)))
 	}
 	return slog.New(utcp.RedactHandler(slog.NewTextHandler(os.Stderr, opts)))
-}
-
-// jsonDuration reads a duration written as a Go duration string ("30s",
-// "1m30s") or as a number of seconds.
-func jsonDuration(v json.RawMessage) (time.Duration, error) {
-	if str, ok := jsonString(v); ok {
-		d, err := time.ParseDuration(str)
-		if err != nil || d <= 0 {
-			return 0, fmt.Errorf("must be a positive duration such as \"30s\" or \"5m\", got %q", str)
-		}
-		return d, nil
-	}
-	var secs float64
-	if json.Unmarshal(v, &secs) != nil || secs <= 0 {
-		return 0, fmt.Errorf("must be a positive duration such as \"30s\" or a number of seconds")
-	}
-	return time.Duration(secs * float64(time.Second)), nil
-}
-
-func jsonString(v json.RawMessage) (string, bool) {
-	var s string
-	if json.Unmarshal(v, &s) != nil {
-		return "", false
-	}
-	return s, true
-}
-
-// nonEmpty trims every string and drops the empty ones.
-func nonEmpty(in []string) []string {
-	out := []string{}
-	for _, s := range in {
-		if s = strings.TrimSpace(s); s != "" {
-			out = append(out, s)
-		}
-	}
-	return out
-}
-
-// gatewayKeyLines returns the 1-based line of each key of the top-level
-// "gateway" object of a configuration file ("" is the line of "gateway"
-// itself). Keys it cannot place are absent (line 0).
-func gatewayKeyLines(file string, data []byte) map[string]int {
-	out := map[string]int{}
-	trimmed := bytes.TrimSpace(data)
-	if len(trimmed) == 0 {
-		return out
-	}
-	if trimmed[0] != '{' || strings.HasSuffix(file, ".yaml") || strings.HasSuffix(file, ".yml") {
-		yamlGatewayLines(data, out)
-		return out
-	}
-	lineAt := func(off int64) int { return bytes.Count(data[:min(int(off), len(data))], []byte{'\n'}) + 1 }
-	dec := json.NewDecoder(bytes.NewReader(data))
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
-		return out
-	}
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return out
-		}
-		key, _ := tok.(string)
-		if key != "gateway" {
-			var skip json.RawMessage
-			if dec.Decode(&skip) != nil {
-				return out
-			}
-			continue
-		}
-		out[""] = lineAt(dec.InputOffset())
-		if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
-			return out
-		}
-		for dec.More() {
-			tok, err := dec.Token()
-			if err != nil {
-				return out
-			}
-			if k, ok := tok.(string); ok {
-				if _, seen := out[k]; !seen {
-					out[k] = lineAt(dec.InputOffset())
-				}
-			}
-			var skip json.RawMessage
-			if dec.Decode(&skip) != nil {
-				return out
-			}
-		}
-		return out
-	}
-	return out
-}
-
-var (
-	yamlTop = regexp.MustCompile(`^gateway\s*:\s*(#.*)?$`)
-	yamlKey = regexp.MustCompile(`^\s+["']?([A-Za-z0-9_\-]+)["']?\s*:`)
-)
-
-// yamlGatewayLines places the keys of a block-style YAML gateway mapping.
-func yamlGatewayLines(data []byte, out map[string]int) {
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	sc.Buffer(make([]byte, 64<<10), len(data)+1)
-	in := false
-	indent := -1
-	for n := 1; sc.Scan(); n++ {
-		line := sc.Text()
-		if !in {
-			if yamlTop.MatchString(line) {
-				in = true
-				out[""] = n
-			}
-			continue
-		}
-		if strings.TrimSpace(line) == "" || strings.HasPrefix(strings.TrimSpace(line), "#") {
-			continue
-		}
-		if line[0] != ' ' && line[0] != '\t' {
-			return
-		}
-		ind := len(line) - len(strings.TrimLeft(line, " \t"))
-		if indent < 0 {
-			indent = ind
-		}
-		if ind != indent {
-			continue
-		}
-		if m := yamlKey.FindStringSubmatch(line); m != nil {
-			if _, seen := out[m[1]]; !seen {
-				out[m[1]] = n
-			}
-		}
-	}
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }

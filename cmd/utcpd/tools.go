@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -40,9 +42,12 @@ func newToolsListCmd() *cobra.Command {
 	var timeout time.Duration
 	cmd := &cobra.Command{
 		Use:   "list",
-		Short: "List every registered tool",
-		Long:  "list prints every registered tool: its qualified name (manual.tool), tags and\nthe first line of its description.\n" + toolsModes,
-		Args:  cobra.NoArgs,
+		Short: "List every registered tool, sorted by name",
+		Long: `list prints every registered tool, sorted by qualified name (manual.tool): the
+name, tags and the first line of its description. From a daemon it pages
+through GET /v1/tools (1000 tools a page, following next_cursor).
+` + toolsModes,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := tf.remote(cmd)
 			if err != nil {
@@ -51,7 +56,7 @@ func newToolsListCmd() *cobra.Command {
 			if c != nil {
 				ctx, cancel := withTimeout(cmd.Context(), timeout)
 				defer cancel()
-				tools, err := remoteTools(ctx, c, url.Values{"limit": {strconv.Itoa(front.MaxLimit)}})
+				tools, err := remoteTools(ctx, c, url.Values{}, 0)
 				if err != nil {
 					return err
 				}
@@ -62,7 +67,9 @@ func newToolsListCmd() *cobra.Command {
 				return err
 			}
 			defer g.Close()
-			return printTools(cmd.OutOrStdout(), g.ListTools(), asJSON)
+			tools := g.ListTools()
+			slices.SortFunc(tools, func(a, b *utcp.Tool) int { return strings.Compare(a.Name, b.Name) })
+			return printTools(cmd.OutOrStdout(), tools, asJSON)
 		},
 	}
 	tf.add(cmd)
@@ -93,14 +100,10 @@ QUERY (UTCP's tag_and_description_word_match) and prints the best ones.
 				ctx, cancel := withTimeout(cmd.Context(), timeout)
 				defer cancel()
 				q := url.Values{"q": {args[0]}}
-				if limit <= 0 || limit > front.MaxLimit {
-					limit = front.MaxLimit
-				}
-				q.Set("limit", strconv.Itoa(limit))
 				if len(tags) > 0 {
 					q.Set("tags", strings.Join(tags, ","))
 				}
-				tools, err := remoteTools(ctx, c, q)
+				tools, err := remoteTools(ctx, c, q, max(limit, 0))
 				if err != nil {
 					return err
 				}
@@ -116,7 +119,7 @@ QUERY (UTCP's tag_and_description_word_match) and prints the best ones.
 	}
 	tf.add(cmd)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON instead of a table")
-	cmd.Flags().IntVar(&limit, "limit", 10, "at most this many tools (0: no limit; a daemon returns at most 1000)")
+	cmd.Flags().IntVar(&limit, "limit", 10, "at most this many tools (0: no limit)")
 	cmd.Flags().StringSliceVar(&tags, "tags", nil, "only tools with at least one of these tags (comma-separated)")
 	cmd.Flags().DurationVar(&timeout, "timeout", 30*time.Second, "with --server: give up after this long")
 	return cmd
@@ -171,17 +174,32 @@ the tool's auth metadata (never credentials).
 	return cmd
 }
 
-// remoteTools asks the daemon's REST front for tools.
-func remoteTools(ctx context.Context, c *client, q url.Values) ([]*utcp.Tool, error) {
-	var list front.ToolList
-	if err := c.do(ctx, http.MethodGet, "/v1/tools", q, nil, &list); err != nil {
-		return nil, err
+// remoteTools asks the daemon's REST front for the tools q selects, at
+// most limit of them (0: all), following next_cursor from page to page.
+func remoteTools(ctx context.Context, c *client, q url.Values, limit int) ([]*utcp.Tool, error) {
+	var out []*utcp.Tool
+	q = maps.Clone(q)
+	for {
+		page := front.MaxLimit
+		if limit > 0 {
+			page = min(page, limit-len(out))
+		}
+		q.Set("limit", strconv.Itoa(page))
+		var list front.ToolList
+		if err := c.do(ctx, http.MethodGet, "/v1/tools", q, nil, &list); err != nil {
+			return nil, err
+		}
+		for _, t := range list.Tools {
+			out = append(out, &utcp.Tool{Name: t.Name, Description: t.Description, Tags: t.Tags, Inputs: t.Inputs, Outputs: t.Outputs, MCP: t.MCP})
+		}
+		if list.NextCursor == "" || (limit > 0 && len(out) >= limit) {
+			return out, nil
+		}
+		if list.NextCursor == q.Get("cursor") || len(list.Tools) == 0 {
+			return nil, fmt.Errorf("GET /v1/tools: the daemon answered the same cursor again")
+		}
+		q.Set("cursor", list.NextCursor)
 	}
-	out := make([]*utcp.Tool, len(list.Tools))
-	for i, t := range list.Tools {
-		out[i] = &utcp.Tool{Name: t.Name, Description: t.Description, Tags: t.Tags, Inputs: t.Inputs, Outputs: t.Outputs, MCP: t.MCP}
-	}
-	return out, nil
 }
 
 func printTools(w io.Writer, tools []*utcp.Tool, asJSON bool) error {

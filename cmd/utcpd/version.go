@@ -30,8 +30,14 @@ func newVersionCmd() *cobra.Command {
 		Short: "Print the utcpd version, the UTCP version and the transports built in",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			fmt.Fprintf(cmd.OutOrStdout(), "utcpd %s (UTCP %s, %s)\ntransports: %v\n", versionString(), utcp.Version, runtime.Version(), transports.Default.Types())
+			fmt.Fprint(cmd.OutOrStdout(), versionText())
 			return nil
 		},
 	}
+}
+
+// versionText is what utcpd version and utcpd --version print: the utcpd,
+// UTCP and Go versions, then the transports built in.
+func versionText() string {
+	return fmt.Sprintf("utcpd %s (UTCP %s, %s)\ntransports: %v\n", versionString(), utcp.Version, runtime.Version(), transports.Default.Types())
 }

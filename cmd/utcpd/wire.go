@@ -22,7 +22,7 @@ func loadConfig(path string, strict bool, warn io.Writer) (*manuals.Config, erro
 			for _, p := range ps {
 				fmt.Fprintln(warn, p.String())
 			}
-			return nil, &exitError{code: exitUsage, err: fmt.Errorf("%s: %d problem(s)", path, len(ps))}
+			return nil, &exitError{code: exitUsage, err: fmt.Errorf("%s: %s", path, count(len(ps), "problem", ""))}
 		}
 		return nil, &exitError{code: exitUsage, err: err}
 	}

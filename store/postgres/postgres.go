@@ -227,7 +227,7 @@ func (s *Store) Connect(ctx context.Context) error {
 		s.log.Warn("database not reachable; retrying", "database", s.target, "attempt", attempt, "retry_in", wait, "err", err)
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("postgres: connecting to %s: %w (last error: %v)", s.target, ctx.Err(), err)
+			return fmt.Errorf("postgres: connecting to %s: %w (last error: %w)", s.target, ctx.Err(), err)
 		case <-s.life.Done():
 			return errClosed()
 		case <-time.After(wait):

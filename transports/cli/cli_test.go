@@ -159,6 +159,9 @@ func TestRewrite(t *testing.T) {
 		{`echo 'say "hi"' UTCP_ARG_a_UTCP_END`, `echo 'say "hi"' "$V_a"`, []string{"a"}},
 		{`echo \'UTCP_ARG_a_UTCP_END`, `echo \'"$V_a"`, []string{"a"}},
 		{`echo \UTCP_ARG_a_UTCP_END`, `echo \UTCP_ARG_a_UTCP_END`, nil},
+		{`echo "\UTCP_ARG_a_UTCP_END"`, `echo "\\${V_a}"`, []string{"a"}},
+		{`echo "\\UTCP_ARG_a_UTCP_END"`, `echo "\\${V_a}"`, []string{"a"}},
+		{`echo "\\\UTCP_ARG_a_UTCP_END"`, `echo "\\\\${V_a}"`, []string{"a"}},
 		{"echo UTCP_ARG_a_UTCP_END # don't UTCP_ARG_b_UTCP_END\necho 'UTCP_ARG_c_UTCP_END'", "echo \"$V_a\" # don't UTCP_ARG_b_UTCP_END\necho ''\"$V_c\"''", []string{"a", "c"}},
 		{`echo a#UTCP_ARG_a_UTCP_END`, `echo a#"$V_a"`, []string{"a"}},
 		{`echo $(( 1 + $(echo UTCP_ARG_n_UTCP_END) ))`, `echo $(( 1 + $(echo "$V_n") ))`, []string{"n"}},
@@ -278,6 +281,8 @@ func TestPlaceholderInjection(t *testing.T) {
 		{"backtick", "printf '<%s>' \"`printf '%s' UTCP_ARG_v_UTCP_END`\"", "<", ">"},
 		{"twice", `printf '<%s|%s>' UTCP_ARG_v_UTCP_END 'UTCP_ARG_v_UTCP_END'`, "", ""},
 		{"parameter default", `unset x; printf '<%s>' ${x:-UTCP_ARG_v_UTCP_END}`, "<", ">"},
+		{"backslash in double quotes", `printf '<%s>' "\UTCP_ARG_v_UTCP_END"`, "<\\", ">"},
+		{"escaped backslash in double quotes", `printf '<%s>' "\\UTCP_ARG_v_UTCP_END"`, "<\\", ">"},
 		{"parameter default in double quotes", `unset x; printf '<%s>' "${x:-pre UTCP_ARG_v_UTCP_END}"`, "<pre ", ">"},
 		{"string test", `[[ UTCP_ARG_v_UTCP_END == "UTCP_ARG_v_UTCP_END" ]] && printf '<%s>' same`, "", ""},
 	}

@@ -140,6 +140,18 @@ func (p *parser) placeholder(w *word, q quoting) bool {
 	v := p.ref(name)
 	switch q {
 	case qDouble:
+		// Inside "...", a backslash before the placeholder is an ordinary
+		// character (bash keeps it), but before the "$" written here it
+		// would escape the expansion: double it so it stays one literal
+		// backslash. A run of backslashes pairs up into escapes, so only
+		// an odd run ends in an ordinary one.
+		run := 0
+		for j := p.i - 1; j >= 0 && p.src[j] == '\\'; j-- {
+			run++
+		}
+		if run%2 == 1 {
+			p.out.WriteByte('\\')
+		}
 		p.out.WriteString("${" + v + "}")
 	case qSingle:
 		p.out.WriteString(`'"$` + v + `"'`)

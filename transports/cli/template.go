@@ -10,6 +10,9 @@ import (
 	"github.com/utcpd/utcpd/utcp"
 )
 
+// Type is the call_template_type this package implements.
+const Type = "cli"
+
 // Command is one step of a cli call template.
 type Command struct {
 	// Command is a bash command line. It may contain
@@ -175,7 +178,10 @@ func (t *Template) Placeholders() []string {
 	return names
 }
 
-func parseTemplate(raw json.RawMessage) (utcp.CallTemplate, error) {
+// ParseTemplate decodes a cli call template: the base fields and the
+// Template fields (unknown ones warn with a did-you-mean, see
+// transports.DecodeTemplate). A template with auth is invalid_template.
+func ParseTemplate(raw json.RawMessage) (utcp.CallTemplate, error) {
 	tmpl, err := transports.DecodeTemplate(raw, &Template{})
 	if err != nil {
 		return tmpl, err

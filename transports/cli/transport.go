@@ -20,15 +20,17 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/utcpd/utcpd/internal/jsonx"
 	"github.com/utcpd/utcpd/manuals"
 	"github.com/utcpd/utcpd/transports"
+	"github.com/utcpd/utcpd/transports/internal/procenv"
 	"github.com/utcpd/utcpd/utcp"
 )
 
 // Info describes the cli transport to a transports.Registry.
 var Info = transports.Info{
-	Type:          "cli",
-	ParseTemplate: parseTemplate,
+	Type:          Type,
+	ParseTemplate: ParseTemplate,
 	New:           transports.Constructor(New),
 	Template:      new(Template),
 }
@@ -130,7 +132,7 @@ func New(opts transports.Options) (*Transport, error) {
 // tool_call_template keep none. Every failure is a discovery_failed
 // error.
 func (t *Transport) RegisterManual(ctx context.Context, tmpl *utcp.CallTemplate) (*utcp.Manual, error) {
-	spec, err := specOf(tmpl)
+	spec, _, err := transports.SpecOf[Template](tmpl, Type, ParseTemplate)
 	if err != nil {
 		return nil, err
 	}
@@ -160,15 +162,6 @@ func (t *Transport) RegisterManual(ctx context.Context, tmpl *utcp.CallTemplate)
 	return m, nil
 }
 
-func discoveryError(what string, err error) error {
-	return &utcp.Error{Code: utcp.CodeDiscoveryFailed, Message: fmt.Sprintf("cli: %s: %v", what, err), Err: err}
-}
-
-// Release does nothing: the cli transport keeps no per-manual state.
-func (t *Transport) Release(ctx context.Context, tmpl *utcp.CallTemplate) error {
-	return nil
-}
-
 // CallTool runs the tool's commands once and returns their output: the
 // standard output if it is not blank, else the standard error, trimmed,
 // decoded as JSON when it starts with { or [ and parses, else as a string.
@@ -178,7 +171,7 @@ func (t *Transport) Release(ctx context.Context, tmpl *utcp.CallTemplate) error 
 // whole process group; output over the cap kills it too and fails with
 // payload_too_large.
 func (t *Transport) CallTool(ctx context.Context, call *utcp.Call) (*utcp.Result, error) {
-	spec, err := specOf(call.Template)
+	spec, _, err := transports.SpecOf[Template](call.Template, Type, ParseTemplate)
 	if err != nil {
 		return nil, err
 	}
@@ -217,7 +210,7 @@ func (t *Transport) CallTool(ctx context.Context, call *utcp.Call) (*utcp.Result
 // (payload_too_large); a stream has no cap on its total size. Closing the
 // stream kills the process group.
 func (t *Transport) CallToolStream(ctx context.Context, call *utcp.Call) (transports.Stream, error) {
-	spec, err := specOf(call.Template)
+	spec, _, err := transports.SpecOf[Template](call.Template, Type, ParseTemplate)
 	if err != nil {
 		return nil, err
 	}
@@ -237,6 +230,11 @@ func (t *Transport) CallToolStream(ctx context.Context, call *utcp.Call) (transp
 	return s, nil
 }
 
+// Release does nothing: the cli transport keeps no per-manual state.
+func (t *Transport) Release(ctx context.Context, tmpl *utcp.CallTemplate) error {
+	return nil
+}
+
 // Close kills every process the transport still runs, waits until they
 // are reaped, and refuses new calls. It is idempotent.
 func (t *Transport) Close() error {
@@ -252,19 +250,12 @@ func (t *Transport) Close() error {
 	return nil
 }
 
+func discoveryError(what string, err error) error {
+	return &utcp.Error{Code: utcp.CodeDiscoveryFailed, Message: fmt.Sprintf("cli: %s: %v", what, err), Err: err}
+}
+
 // errClosed ends runs when the transport closes, and refuses new ones.
 var errClosed = utcp.NewError(utcp.CodeUnavailable, "cli: transport closed")
-
-func specOf(tmpl *utcp.CallTemplate) (*Template, error) {
-	if tmpl == nil {
-		return nil, utcp.Errorf(utcp.CodeInvalidTemplate, "cli: no call template: %w", transports.ErrInvalidTemplate)
-	}
-	spec, ok := tmpl.Spec.(*Template)
-	if !ok || spec == nil {
-		return nil, utcp.Errorf(utcp.CodeInvalidTemplate, "cli: call template %q was not parsed by the cli transport (Spec is %T): %w", tmpl.Name, tmpl.Spec, transports.ErrInvalidTemplate)
-	}
-	return spec, nil
-}
 
 func timeoutOf(spec *Template, def time.Duration) time.Duration {
 	if spec.Timeout > 0 {
@@ -328,7 +319,7 @@ func (t *Transport) start(ctx context.Context, spec *Template, args map[string]a
 		if args == nil {
 			args = map[string]any{}
 		}
-		stdinData, err = encodeJSON(args)
+		stdinData, err = jsonx.Marshal(args)
 		if err != nil {
 			return nil, utcp.Errorf(utcp.CodeInvalidArguments, "cli: %s: arguments are not JSON-encodable: %w", what, err)
 		}
@@ -640,24 +631,11 @@ func (r *run) result(stdout []byte) (any, error) {
 // is one valid JSON value (numbers as json.Number), else out as a string.
 func decodeOutput(out []byte) any {
 	if len(out) > 0 && (out[0] == '{' || out[0] == '[') {
-		if v, ok := decodeJSON(out); ok {
+		if v, ok := jsonx.DecodeValue(out); ok {
 			return v
 		}
 	}
 	return string(out)
-}
-
-func decodeJSON(b []byte) (any, bool) {
-	if !json.Valid(b) {
-		return nil, false
-	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return nil, false
-	}
-	return v, true
 }
 
 // capBuffer keeps the first max bytes written to it and, separately, the
@@ -701,7 +679,7 @@ func environment(spec *Template, sc *script, args map[string]any) ([]string, err
 	if inherit == nil {
 		inherit = DefaultInherit
 	}
-	env := transports.InheritEnv(inherit)
+	env := procenv.Inherit(inherit)
 	env.SetAll(spec.EnvVars)
 	for _, name := range sc.args.order {
 		v, ok := args[name]
@@ -744,20 +722,8 @@ func argString(v any) (string, error) {
 	case json.Number:
 		return x.String(), nil
 	}
-	b, err := encodeJSON(v)
+	b, err := jsonx.Marshal(v)
 	return string(b), err
-}
-
-// encodeJSON encodes v without HTML escaping and without a trailing
-// newline.
-func encodeJSON(v any) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
 
 // stream is the transports.Stream of one run.
@@ -829,7 +795,7 @@ func lineEvent(line []byte) *utcp.Event {
 	if len(trimmed) == 0 {
 		return nil
 	}
-	if v, ok := decodeJSON(trimmed); ok {
+	if v, ok := jsonx.DecodeValue(trimmed); ok {
 		return &utcp.Event{Data: v}
 	}
 	return &utcp.Event{Data: string(text)}

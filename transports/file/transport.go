@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"sync/atomic"
 
+	"github.com/utcpd/utcpd/internal/jsonx"
 	"github.com/utcpd/utcpd/manuals"
 	"github.com/utcpd/utcpd/transports"
 	"github.com/utcpd/utcpd/utcp"
@@ -18,8 +19,8 @@ import (
 
 // Info describes the file transport to a transports.Registry.
 var Info = transports.Info{
-	Type:          "file",
-	ParseTemplate: parseTemplate,
+	Type:          Type,
+	ParseTemplate: ParseTemplate,
 	New:           transports.Constructor(New),
 	Template:      new(Template),
 }
@@ -72,7 +73,7 @@ var errClosed = utcp.NewError(utcp.CodeUnavailable, "file: transport closed")
 // document (converted) or a UTCP manual. Failures are discovery_failed
 // errors that name the file and the problem.
 func (t *Transport) RegisterManual(ctx context.Context, tmpl *utcp.CallTemplate) (*utcp.Manual, error) {
-	spec, err := specOf(tmpl)
+	spec, _, err := transports.SpecOf[Template](tmpl, Type, ParseTemplate)
 	if err != nil {
 		return nil, err
 	}
@@ -118,17 +119,12 @@ func (t *Transport) RegisterManual(ctx context.Context, tmpl *utcp.CallTemplate)
 	return m, nil
 }
 
-// Release does nothing: the file transport keeps no per-manual state.
-func (t *Transport) Release(ctx context.Context, tmpl *utcp.CallTemplate) error {
-	return nil
-}
-
 // CallTool reads the tool template's file and returns its contents:
 // decoded JSON when they parse, else the text. The arguments are ignored.
 // A file that cannot be read is a *utcp.TransportError; one over the size
 // cap is payload_too_large.
 func (t *Transport) CallTool(ctx context.Context, call *utcp.Call) (*utcp.Result, error) {
-	spec, err := specOf(call.Template)
+	spec, _, err := transports.SpecOf[Template](call.Template, Type, ParseTemplate)
 	if err != nil {
 		return nil, err
 	}
@@ -144,6 +140,17 @@ func (t *Transport) CallTool(ctx context.Context, call *utcp.Call) (*utcp.Result
 		return nil, &utcp.TransportError{Err: fmt.Errorf("file: tool %s: %w", call.Tool, err)}
 	}
 	return &utcp.Result{Value: decodeContent(data)}, nil
+}
+
+// Release does nothing: the file transport keeps no per-manual state.
+func (t *Transport) Release(ctx context.Context, tmpl *utcp.CallTemplate) error {
+	return nil
+}
+
+// Close marks the transport closed. It is idempotent.
+func (t *Transport) Close() error {
+	t.closed.Store(true)
+	return nil
 }
 
 // read reads path up to the size cap.
@@ -169,25 +176,8 @@ func (t *Transport) read(ctx context.Context, path string) ([]byte, error) {
 // decodeContent returns data decoded as one JSON value (numbers as
 // json.Number) when it is valid JSON, else data as a string.
 func decodeContent(data []byte) any {
-	if v, ok := transports.DecodeJSONValue(data); ok {
+	if v, ok := jsonx.DecodeValue(data); ok {
 		return v
 	}
 	return string(data)
-}
-
-// Close marks the transport closed. It is idempotent.
-func (t *Transport) Close() error {
-	t.closed.Store(true)
-	return nil
-}
-
-func specOf(tmpl *utcp.CallTemplate) (*Template, error) {
-	if tmpl == nil {
-		return nil, utcp.Errorf(utcp.CodeInvalidTemplate, "file: no call template: %w", transports.ErrInvalidTemplate)
-	}
-	spec, ok := tmpl.Spec.(*Template)
-	if !ok || spec == nil {
-		return nil, utcp.Errorf(utcp.CodeInvalidTemplate, "file: call template %q was not parsed by the file transport (Spec is %T): %w", tmpl.Name, tmpl.Spec, transports.ErrInvalidTemplate)
-	}
-	return spec, nil
 }

@@ -18,7 +18,7 @@
 //	}
 //
 // url is required and must be https://, or http:// to a literal loopback
-// host unless allow_insecure is true (transports.CheckURL, also applied
+// host unless allow_insecure is true (httpclient.CheckURL, also applied
 // to every redirect). headers and auth (api_key in a header, the query or
 // a cookie; basic; oauth2 client credentials, retried once with a fresh
 // token after a 401; oauth2_user) go with every POST and with the

@@ -13,8 +13,10 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/utcpd/utcpd/internal/jsonx"
 	"github.com/utcpd/utcpd/internal/netguard"
 	"github.com/utcpd/utcpd/transports"
+	"github.com/utcpd/utcpd/transports/internal/httpclient"
 	"github.com/utcpd/utcpd/utcp"
 )
 
@@ -84,7 +86,7 @@ func (t *Transport) subscribe(ctx context.Context, spec *Template, auth *utcp.Au
 	if err != nil {
 		return nil, err
 	}
-	redacted := transports.RedactURL(u)
+	redacted := utcp.RedactURL(u)
 	hs := spec.timeout()
 	if hs == 0 {
 		hs = DefaultTimeout
@@ -93,7 +95,7 @@ func (t *Transport) subscribe(ctx context.Context, spec *Template, auth *utcp.Au
 	defer cancel()
 	req, err := http.NewRequestWithContext(hctx, http.MethodGet, u.String(), nil)
 	if err != nil {
-		return nil, utcp.NewError(utcp.CodeInvalidTemplate, "graphql: subscription url: %v", err)
+		return nil, utcp.Errorf(utcp.CodeInvalidTemplate, "graphql: subscription url: %w", err)
 	}
 	for k, v := range spec.Headers {
 		req.Header.Set(k, v)
@@ -104,7 +106,7 @@ func (t *Transport) subscribe(ctx context.Context, spec *Template, auth *utcp.Au
 	if req.Header.Get("User-Agent") == "" {
 		req.Header.Set("User-Agent", "utcpd")
 	}
-	if err := transports.ApplyAuth(hctx, req, auth, t.tokens); err != nil {
+	if err := httpclient.ApplyAuth(hctx, req, auth, t.tokens); err != nil {
 		return nil, err
 	}
 	d := websocket.Dialer{
@@ -121,7 +123,7 @@ func (t *Transport) subscribe(ctx context.Context, spec *Template, auth *utcp.Au
 		if resp != nil {
 			body, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
 			return nil, &utcp.TransportError{Status: resp.StatusCode,
-				Err: fmt.Errorf("graphql subscription: the WebSocket handshake with %s was refused: HTTP %d %s: %s", redacted, resp.StatusCode, http.StatusText(resp.StatusCode), transports.Excerpt(body))}
+				Err: fmt.Errorf("graphql subscription: the WebSocket handshake with %s was refused: HTTP %d %s: %s", redacted, resp.StatusCode, http.StatusText(resp.StatusCode), jsonx.Excerpt(body))}
 		}
 		return nil, &utcp.TransportError{Err: fmt.Errorf("graphql subscription %s: %w", redacted, err)}
 	}
@@ -169,9 +171,9 @@ func (t *Transport) subscribe(ctx context.Context, spec *Template, auth *utcp.Au
 	if p.opName != "" {
 		payload["operationName"] = p.opName
 	}
-	pb, err := transports.MarshalJSON(payload)
+	pb, err := jsonx.Marshal(payload)
 	if err != nil {
-		return fail(utcp.NewError(utcp.CodeInvalidArguments, "graphql: cannot encode the variables: %v", err))
+		return fail(utcp.Errorf(utcp.CodeInvalidArguments, "graphql: cannot encode the variables: %w", err))
 	}
 	if err := ws.WriteJSON(Message{ID: subID, Type: MsgSubscribe, Payload: pb}); err != nil {
 		return fail(t.wsError(redacted, err))
@@ -212,7 +214,7 @@ func readMessage(ws *websocket.Conn, m *Message) error {
 		return errors.New("a binary frame arrived; graphql-transport-ws sends JSON text")
 	}
 	if err := json.Unmarshal(data, m); err != nil || m.Type == "" {
-		return fmt.Errorf("a frame is not a graphql-transport-ws message: %s", transports.Excerpt(data))
+		return fmt.Errorf("a frame is not a graphql-transport-ws message: %s", jsonx.Excerpt(data))
 	}
 	return nil
 }
@@ -311,7 +313,7 @@ func (s *subStream) next() (*utcp.Event, int, error) {
 	case MsgError:
 		s.markFinished()
 		var errs []any
-		if v, ok := transports.DecodeJSONValue(m.Payload); ok {
+		if v, ok := jsonx.DecodeValue(m.Payload); ok {
 			if list, ok := v.([]any); ok {
 				errs = list
 			} else if v != nil {
@@ -326,12 +328,12 @@ func (s *subStream) next() (*utcp.Event, int, error) {
 	r := &response{body: m.Payload}
 	r.decode()
 	if !r.graphql {
-		return nil, 0, s.end(&utcp.TransportError{Err: fmt.Errorf("graphql subscription %s: a next message's payload is not an execution result: %s", s.url, transports.Excerpt(m.Payload))})
+		return nil, 0, s.end(&utcp.TransportError{Err: fmt.Errorf("graphql subscription %s: a next message's payload is not an execution result: %s", s.url, jsonx.Excerpt(m.Payload))})
 	}
 	if r.errs != nil {
 		var data any
 		if r.data != nil {
-			data, _ = transports.DecodeJSONValue(r.data)
+			data, _ = jsonx.DecodeValue(r.data)
 		}
 		return nil, 0, s.end(gqlError(r.errs, data, 0, s.key))
 	}

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/utcpd/utcpd/transports"
+	"github.com/utcpd/utcpd/transports/internal/httpcall"
+	"github.com/utcpd/utcpd/transports/internal/httpclient"
 	"github.com/utcpd/utcpd/utcp"
 )
 
@@ -94,11 +96,11 @@ var nameRE = regexp.MustCompile(`^[_A-Za-z][_0-9A-Za-z]*$`)
 // Validate checks the template as written (before variable substitution).
 // Errors name the field.
 func (t *Template) Validate() error {
-	if err := transports.ValidateTemplateURL(t.URL, "http", "https"); err != nil {
+	if err := httpcall.ValidateTemplateURL(t.URL, "http", "https"); err != nil {
 		return err
 	}
 	if t.SubscriptionURL != "" {
-		if err := transports.ValidateTemplateURL(t.SubscriptionURL, "ws", "wss"); err != nil {
+		if err := httpcall.ValidateTemplateURL(t.SubscriptionURL, "ws", "wss"); err != nil {
 			return fmt.Errorf("field subscription_url: %v", strings.TrimPrefix(err.Error(), "field url: "))
 		}
 	}
@@ -121,11 +123,11 @@ func (t *Template) Validate() error {
 			return fmt.Errorf("field variable_types: the type %q of %q is not a GraphQL type such as String! or [ID!]", t.VariableTypes[k], k)
 		}
 	}
-	if err := transports.ValidateHeaders("headers", t.Headers); err != nil {
+	if err := httpcall.ValidateHeaders("headers", t.Headers); err != nil {
 		return err
 	}
 	for _, k := range t.HeaderFields {
-		if !transports.ValidHeaderName(k) {
+		if !httpclient.ValidHeaderName(k) {
 			return fmt.Errorf("field header_fields: %q is not a valid header name", k)
 		}
 	}
@@ -165,7 +167,7 @@ func (t *Template) subscriptionURL() (*url.URL, error) {
 	}
 	u, err := url.Parse(raw)
 	if err != nil {
-		return nil, utcp.NewError(utcp.CodeInvalidTemplate, "graphql: subscription url: %v", err)
+		return nil, utcp.Errorf(utcp.CodeInvalidTemplate, "graphql: subscription url: %w", err)
 	}
 	switch strings.ToLower(u.Scheme) {
 	case "http":
@@ -173,11 +175,11 @@ func (t *Template) subscriptionURL() (*url.URL, error) {
 	case "https":
 		u.Scheme = "wss"
 	}
-	if err := transports.CheckURL(u, t.AllowInsecure); err != nil {
+	if err := httpclient.CheckURL(u, t.AllowInsecure); err != nil {
 		return nil, err
 	}
 	if s := strings.ToLower(u.Scheme); s != "ws" && s != "wss" {
-		return nil, utcp.NewError(utcp.CodeInvalidTemplate, "graphql: subscription url %q is not ws:// or wss://", transports.RedactURL(u))
+		return nil, utcp.NewError(utcp.CodeInvalidTemplate, "graphql: subscription url %q is not ws:// or wss://", utcp.RedactURL(u))
 	}
 	return u, nil
 }
@@ -197,9 +199,4 @@ func sortedKeys[V any](m map[string]V) []string {
 func ParseTemplate(raw json.RawMessage) (utcp.CallTemplate, error) {
 	tmpl, _, err := transports.DecodeTemplateOf[Template](raw, Type)
 	return tmpl, err
-}
-
-// specOf returns the *Template of tmpl, parsing Raw when Spec is unset.
-func specOf(tmpl *utcp.CallTemplate) (*Template, *utcp.Auth, error) {
-	return transports.SpecOf[Template](tmpl, Type, ParseTemplate)
 }

@@ -16,7 +16,11 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/utcpd/utcpd/internal/jsonx"
 	"github.com/utcpd/utcpd/transports"
+	"github.com/utcpd/utcpd/transports/internal/httpcall"
+	"github.com/utcpd/utcpd/transports/internal/httpclient"
+	"github.com/utcpd/utcpd/transports/oauth2"
 	"github.com/utcpd/utcpd/utcp"
 )
 
@@ -47,7 +51,7 @@ type Config struct {
 	// transports.DefaultMaxEventBytes (16 MiB).
 	MaxMessageBytes int64 `json:"max_message_bytes,omitempty"`
 	// MaxIdleConnsPerHost sizes the keep-alive pool per host (default
-	// transports.DefaultMaxIdleConnsPerHost).
+	// httpclient.DefaultMaxIdleConnsPerHost).
 	MaxIdleConnsPerHost int `json:"max_idle_conns_per_host,omitempty"`
 }
 
@@ -82,7 +86,7 @@ func New(opts transports.Options) (*Transport, error) {
 	var cfg Config
 	log, err := transports.DecodeConfig(opts, "graphql", &cfg)
 	if err != nil {
-		return nil, utcp.NewError(utcp.CodeInvalidConfig, "graphql transport configuration: %v", err)
+		return nil, utcp.Errorf(utcp.CodeInvalidConfig, "graphql transport configuration: %w", err)
 	}
 	if cfg.MaxResponseBytes < 0 || cfg.MaxMessageBytes < 0 || cfg.MaxIdleConnsPerHost < 0 {
 		return nil, utcp.NewError(utcp.CodeInvalidConfig, "graphql transport configuration: limits must not be negative")
@@ -93,7 +97,7 @@ func New(opts transports.Options) (*Transport, error) {
 	if cfg.MaxMessageBytes == 0 {
 		cfg.MaxMessageBytes = transports.DefaultMaxEventBytes
 	}
-	client := transports.NewHTTPClient(transports.ClientOptions{MaxIdleConnsPerHost: cfg.MaxIdleConnsPerHost})
+	client := httpclient.New(httpclient.Options{MaxIdleConnsPerHost: cfg.MaxIdleConnsPerHost})
 	t := &Transport{
 		cfg:     cfg,
 		client:  client,
@@ -103,49 +107,13 @@ func New(opts transports.Options) (*Transport, error) {
 		streams: map[*subStream]struct{}{},
 	}
 	if t.tokens == nil {
-		t.tokens = transports.NewTokenCache(client)
+		t.tokens = oauth2.NewTokenCache(client)
 	}
 	return t, nil
 }
 
 // errClosed refuses calls after Close and ends the subscriptions Close cuts.
 var errClosed = utcp.NewError(utcp.CodeUnavailable, "graphql: transport closed")
-
-// Close ends every subscription in flight (their streams fail with code
-// unavailable), waits for their goroutines, closes the pooled HTTP
-// connections and refuses later calls. It is idempotent.
-func (t *Transport) Close() error {
-	t.mu.Lock()
-	if t.closed {
-		t.mu.Unlock()
-		return nil
-	}
-	t.closed = true
-	streams := make([]*subStream, 0, len(t.streams))
-	for s := range t.streams {
-		streams = append(streams, s)
-	}
-	t.mu.Unlock()
-	for _, s := range streams {
-		s.shut(errClosed)
-	}
-	t.wg.Wait()
-	t.client.CloseIdleConnections()
-	return nil
-}
-
-// Release forgets the manual's operations (transports.Count calls it
-// when the manual's last registration ends). Subscriptions in flight run
-// on.
-func (t *Transport) Release(ctx context.Context, tmpl *utcp.CallTemplate) error {
-	if tmpl == nil {
-		return nil
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	delete(t.manuals, tmpl.Name)
-	return nil
-}
 
 // RegisterManual discovers the tools of the endpoint: it POSTs
 // IntrospectionQuery and makes every field of the Query, Mutation and
@@ -154,7 +122,7 @@ func (t *Transport) Release(ctx context.Context, tmpl *utcp.CallTemplate) error 
 // document is, without a request. An endpoint that answers the
 // introspection query with errors (introspection disabled), or with
 // anything but a GraphQL response, or cannot be reached, is
-// discovery_failed naming the URL; a URL refused by transports.CheckURL
+// discovery_failed naming the URL; a URL refused by httpclient.CheckURL
 // is invalid_template; an oversized answer payload_too_large; the end of
 // ctx or of the template's timeout (DefaultTimeout without either)
 // returns the context's error. Success keeps the manual's operations
@@ -163,7 +131,7 @@ func (t *Transport) RegisterManual(ctx context.Context, tmpl *utcp.CallTemplate)
 	if t.isClosed() {
 		return nil, errClosed
 	}
-	spec, auth, err := specOf(tmpl)
+	spec, auth, err := transports.SpecOf[Template](tmpl, Type, ParseTemplate)
 	if err != nil {
 		return nil, err
 	}
@@ -197,6 +165,142 @@ func (t *Transport) RegisterManual(ctx context.Context, tmpl *utcp.CallTemplate)
 	return &utcp.Manual{UTCPVersion: utcp.Version, ManualVersion: "1.0.0", Tools: tools}, nil
 }
 
+// CallTool runs one call and waits for its whole result. A query or
+// mutation is one POST of {"query","variables","operationName"}; its
+// result is data.<field> (for an explicit document: the value of data's
+// only key, or the whole data). A subscription is run over
+// graphql-transport-ws and its events' values are returned as a list once
+// the server completes it (capped at Config.MaxResponseBytes).
+//
+// GraphQL errors in the answer (whatever the HTTP status) are a
+// *utcp.ToolError whose message joins the error messages and whose Value
+// is {"errors": [...], "data": <partial data or null>}; the validation
+// error for a root field the schema lacks is tool_not_found. An HTTP
+// status of 300 or more without a GraphQL body, and a 2xx body that is
+// not a GraphQL response, are a *utcp.TransportError with the status; so
+// is a backend that cannot be reached. An oversized response is
+// payload_too_large; the end of ctx or of the template's timeout returns
+// the context's error; arguments the tool does not take are
+// invalid_arguments; a call after DeregisterManual is manual_not_found.
+func (t *Transport) CallTool(ctx context.Context, call *utcp.Call) (*utcp.Result, error) {
+	if call == nil {
+		return nil, utcp.NewError(utcp.CodeInvalidRequest, "graphql: no call")
+	}
+	if t.isClosed() {
+		return nil, errClosed
+	}
+	spec, auth, err := transports.SpecOf[Template](call.Template, Type, ParseTemplate)
+	if err != nil {
+		return nil, err
+	}
+	if d := spec.timeout(); d > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, d)
+		defer cancel()
+	}
+	p, err := t.plan(ctx, call, spec, auth)
+	if err != nil {
+		return nil, err
+	}
+	if p.op.opType == OpSubscription {
+		return t.collect(ctx, spec, auth, p)
+	}
+	u, err := t.endpoint(spec)
+	if err != nil {
+		return nil, err
+	}
+	body, err := p.requestBody()
+	if err != nil {
+		return nil, err
+	}
+	resp, err := t.post(ctx, u, spec, auth, p.headers, body)
+	if err != nil {
+		return nil, err
+	}
+	if !resp.graphql {
+		return nil, resp.notGraphQL(http.MethodPost, u)
+	}
+	if resp.errs != nil {
+		var data any
+		if resp.data != nil {
+			data, _ = jsonx.DecodeValue(resp.data)
+		}
+		return nil, gqlError(resp.errs, data, resp.status, p.op.field)
+	}
+	return &utcp.Result{Value: result(resp.data, p.key)}, nil
+}
+
+// CallToolStream starts one call and returns its events. A subscription
+// streams over graphql-transport-ws: each next message is one event whose
+// Data is data.<field> (the whole payload's data for an explicit document
+// with several root fields); the server's complete ends the stream with
+// io.EOF, an error message (or a next carrying errors) ends it with the
+// error CallTool would return. Closing the stream early, or the end of
+// ctx, sends complete for the subscription and closes its connection. A
+// query or mutation yields its CallTool result as a single event. The
+// template's timeout bounds the handshake (DefaultTimeout without it), not
+// the stream.
+func (t *Transport) CallToolStream(ctx context.Context, call *utcp.Call) (transports.Stream, error) {
+	if call == nil {
+		return nil, utcp.NewError(utcp.CodeInvalidRequest, "graphql: no call")
+	}
+	if t.isClosed() {
+		return nil, errClosed
+	}
+	spec, auth, err := transports.SpecOf[Template](call.Template, Type, ParseTemplate)
+	if err != nil {
+		return nil, err
+	}
+	p, err := t.plan(ctx, call, spec, auth)
+	if err != nil {
+		return nil, err
+	}
+	if p.op.opType != OpSubscription {
+		res, err := t.CallTool(ctx, call)
+		if err != nil {
+			return nil, err
+		}
+		return transports.SingleEvent(&utcp.Event{Data: res.Value}), nil
+	}
+	return t.subscribe(ctx, spec, auth, p)
+}
+
+// Release forgets the manual's operations (transports.Count calls it
+// when the manual's last registration ends). Subscriptions in flight run
+// on.
+func (t *Transport) Release(ctx context.Context, tmpl *utcp.CallTemplate) error {
+	if tmpl == nil {
+		return nil
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.manuals, tmpl.Name)
+	return nil
+}
+
+// Close ends every subscription in flight (their streams fail with code
+// unavailable), waits for their goroutines, closes the pooled HTTP
+// connections and refuses later calls. It is idempotent.
+func (t *Transport) Close() error {
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return nil
+	}
+	t.closed = true
+	streams := make([]*subStream, 0, len(t.streams))
+	for s := range t.streams {
+		streams = append(streams, s)
+	}
+	t.mu.Unlock()
+	for _, s := range streams {
+		s.shut(errClosed)
+	}
+	t.wg.Wait()
+	t.client.CloseIdleConnections()
+	return nil
+}
+
 func (t *Transport) isClosed() bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -207,13 +311,13 @@ func (t *Transport) isClosed() bool {
 func (t *Transport) endpoint(spec *Template) (*url.URL, error) {
 	u, err := url.Parse(spec.URL)
 	if err != nil {
-		return nil, utcp.NewError(utcp.CodeInvalidTemplate, "graphql: url: %v", err)
+		return nil, utcp.Errorf(utcp.CodeInvalidTemplate, "graphql: url: %w", err)
 	}
-	if err := transports.CheckURL(u, spec.AllowInsecure); err != nil {
+	if err := httpclient.CheckURL(u, spec.AllowInsecure); err != nil {
 		return nil, err
 	}
 	if s := strings.ToLower(u.Scheme); s != "http" && s != "https" {
-		return nil, utcp.NewError(utcp.CodeInvalidTemplate, "graphql: url %q is not http:// or https://", transports.RedactURL(u))
+		return nil, utcp.NewError(utcp.CodeInvalidTemplate, "graphql: url %q is not http:// or https://", utcp.RedactURL(u))
 	}
 	return u, nil
 }
@@ -232,7 +336,7 @@ func (t *Transport) discover(ctx context.Context, manual string, spec *Template,
 	defer cancel()
 	fail := func(format string, args ...any) *utcp.Error {
 		return utcp.Errorf(utcp.CodeDiscoveryFailed, "graphql discovery of manual %q from %s: "+format,
-			append([]any{manual, transports.RedactURL(u)}, args...)...).WithDetail("url", transports.RedactURL(u))
+			append([]any{manual, utcp.RedactURL(u)}, args...)...).WithDetail("url", utcp.RedactURL(u))
 	}
 	body, _ := json.Marshal(map[string]any{"query": IntrospectionQuery, "operationName": "UtcpdIntrospection"})
 	resp, err := t.post(ctx, u, spec, auth, nil, body)
@@ -252,7 +356,7 @@ func (t *Transport) discover(ctx context.Context, manual string, spec *Template,
 	}
 	var data introspection
 	if err := json.Unmarshal(resp.data, &data); err != nil || data.Schema == nil {
-		return nil, nil, fail("the answer to the introspection query has no __schema: %s", transports.Excerpt(resp.data))
+		return nil, nil, fail("the answer to the introspection query has no __schema: %s", jsonx.Excerpt(resp.data))
 	}
 	sch := &schema{types: map[string]*fullType{}, depth: spec.selectionDepth()}
 	for i := range data.Schema.Types {
@@ -283,10 +387,10 @@ type response struct {
 func (r *response) notGraphQL(method string, u *url.URL) error {
 	if r.status >= 300 || r.status < 200 {
 		return &utcp.TransportError{Status: r.status,
-			Err: fmt.Errorf("%s %s answered HTTP %d %s: %s", method, transports.RedactURL(u), r.status, http.StatusText(r.status), transports.Excerpt(r.body))}
+			Err: fmt.Errorf("%s %s answered HTTP %d %s: %s", method, utcp.RedactURL(u), r.status, http.StatusText(r.status), jsonx.Excerpt(r.body))}
 	}
 	return &utcp.TransportError{Status: r.status,
-		Err: fmt.Errorf("%s %s answered HTTP %d with a body that is not a GraphQL response (a JSON object with data or errors): %s", method, transports.RedactURL(u), r.status, transports.Excerpt(r.body))}
+		Err: fmt.Errorf("%s %s answered HTTP %d with a body that is not a GraphQL response (a JSON object with data or errors): %s", method, utcp.RedactURL(u), r.status, jsonx.Excerpt(r.body))}
 }
 
 // post sends one GraphQL request body and decodes the answer, whatever
@@ -303,20 +407,20 @@ func (t *Transport) post(ctx context.Context, u *url.URL, spec *Template, auth *
 	if header.Get("Accept") == "" {
 		header.Set("Accept", "application/graphql-response+json, application/json;q=0.9")
 	}
-	ctx = transports.WithAllowInsecure(ctx, spec.AllowInsecure)
-	hr, err := transports.SendMapped(ctx, t.client, t.tokens, http.MethodPost, &transports.MappedRequest{URL: u, Header: header, Body: body}, auth)
+	ctx = httpclient.WithAllowInsecure(ctx, spec.AllowInsecure)
+	hr, err := httpcall.SendMapped(ctx, t.client, t.tokens, http.MethodPost, &httpcall.MappedRequest{URL: u, Header: header, Body: body}, auth)
 	if err != nil {
 		return nil, err
 	}
-	raw, err := transports.ReadResponseBody(hr, t.cfg.MaxResponseBytes)
+	raw, err := httpclient.ReadResponseBody(hr, t.cfg.MaxResponseBytes)
 	if err != nil {
 		if ctx.Err() != nil {
-			return nil, fmt.Errorf("graphql POST %s: %w", transports.RedactURL(u), context.Cause(ctx))
+			return nil, fmt.Errorf("graphql POST %s: %w", utcp.RedactURL(u), context.Cause(ctx))
 		}
 		if errors.Is(err, transports.ErrTooLarge) {
 			return nil, err
 		}
-		return nil, &utcp.TransportError{Status: hr.StatusCode, Err: fmt.Errorf("POST %s: reading the response: %w", transports.RedactURL(u), err)}
+		return nil, &utcp.TransportError{Status: hr.StatusCode, Err: fmt.Errorf("POST %s: reading the response: %w", utcp.RedactURL(u), err)}
 	}
 	r := &response{status: hr.StatusCode, ctype: hr.Header.Get("Content-Type"), body: raw}
 	r.decode()
@@ -339,7 +443,7 @@ func (r *response) decode() {
 		r.data = d
 	}
 	if hasErrs {
-		v, _ := transports.DecodeJSONValue(e)
+		v, _ := jsonx.DecodeValue(e)
 		switch x := v.(type) {
 		case []any:
 			if len(x) > 0 {
@@ -415,11 +519,11 @@ func (t *Transport) plan(ctx context.Context, call *utcp.Call, spec *Template, a
 		if !ok {
 			continue
 		}
-		s, ok := transports.ArgString(v)
+		s, ok := jsonx.ArgString(v)
 		if !ok {
 			continue
 		}
-		if !transports.ValidHeaderValue(s) {
+		if !httpclient.ValidHeaderValue(s) {
 			return nil, utcp.NewError(utcp.CodeInvalidArguments, "argument %q: a header value must not contain line breaks", name).WithDetail("argument", name)
 		}
 		p.headers.Set(name, s)
@@ -604,7 +708,7 @@ func coerce(v any, gqlType string) any {
 		}
 	case float64:
 		if t == "String" {
-			s, _ := transports.ArgString(x)
+			s, _ := jsonx.ArgString(x)
 			return s
 		}
 	}
@@ -617,9 +721,9 @@ func (p *callPlan) requestBody() ([]byte, error) {
 	if p.opName != "" {
 		req["operationName"] = p.opName
 	}
-	b, err := transports.MarshalJSON(req)
+	b, err := jsonx.Marshal(req)
 	if err != nil {
-		return nil, utcp.NewError(utcp.CodeInvalidArguments, "graphql: cannot encode the variables: %v", err)
+		return nil, utcp.Errorf(utcp.CodeInvalidArguments, "graphql: cannot encode the variables: %w", err)
 	}
 	return b, nil
 }
@@ -631,7 +735,7 @@ func result(data json.RawMessage, key string) any {
 	if len(data) == 0 {
 		return nil
 	}
-	v, ok := transports.DecodeJSONValue(data)
+	v, ok := jsonx.DecodeValue(data)
 	if !ok {
 		return nil
 	}
@@ -648,71 +752,6 @@ func result(data json.RawMessage, key string) any {
 		}
 	}
 	return m
-}
-
-// CallTool runs one call and waits for its whole result. A query or
-// mutation is one POST of {"query","variables","operationName"}; its
-// result is data.<field> (for an explicit document: the value of data's
-// only key, or the whole data). A subscription is run over
-// graphql-transport-ws and its events' values are returned as a list once
-// the server completes it (capped at Config.MaxResponseBytes).
-//
-// GraphQL errors in the answer (whatever the HTTP status) are a
-// *utcp.ToolError whose message joins the error messages and whose Value
-// is {"errors": [...], "data": <partial data or null>}; the validation
-// error for a root field the schema lacks is tool_not_found. An HTTP
-// status of 300 or more without a GraphQL body, and a 2xx body that is
-// not a GraphQL response, are a *utcp.TransportError with the status; so
-// is a backend that cannot be reached. An oversized response is
-// payload_too_large; the end of ctx or of the template's timeout returns
-// the context's error; arguments the tool does not take are
-// invalid_arguments; a call after DeregisterManual is manual_not_found.
-func (t *Transport) CallTool(ctx context.Context, call *utcp.Call) (*utcp.Result, error) {
-	if call == nil {
-		return nil, utcp.NewError(utcp.CodeInvalidRequest, "graphql: no call")
-	}
-	if t.isClosed() {
-		return nil, errClosed
-	}
-	spec, auth, err := specOf(call.Template)
-	if err != nil {
-		return nil, err
-	}
-	if d := spec.timeout(); d > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, d)
-		defer cancel()
-	}
-	p, err := t.plan(ctx, call, spec, auth)
-	if err != nil {
-		return nil, err
-	}
-	if p.op.opType == OpSubscription {
-		return t.collect(ctx, spec, auth, p)
-	}
-	u, err := t.endpoint(spec)
-	if err != nil {
-		return nil, err
-	}
-	body, err := p.requestBody()
-	if err != nil {
-		return nil, err
-	}
-	resp, err := t.post(ctx, u, spec, auth, p.headers, body)
-	if err != nil {
-		return nil, err
-	}
-	if !resp.graphql {
-		return nil, resp.notGraphQL(http.MethodPost, u)
-	}
-	if resp.errs != nil {
-		var data any
-		if resp.data != nil {
-			data, _ = transports.DecodeJSONValue(resp.data)
-		}
-		return nil, gqlError(resp.errs, data, resp.status, p.op.field)
-	}
-	return &utcp.Result{Value: result(resp.data, p.key)}, nil
 }
 
 // collect runs a subscription to its end and returns its values as a list.
@@ -738,39 +777,4 @@ func (t *Transport) collect(ctx context.Context, spec *Template, auth *utcp.Auth
 		}
 		list = append(list, ev.Data)
 	}
-}
-
-// CallToolStream starts one call and returns its events. A subscription
-// streams over graphql-transport-ws: each next message is one event whose
-// Data is data.<field> (the whole payload's data for an explicit document
-// with several root fields); the server's complete ends the stream with
-// io.EOF, an error message (or a next carrying errors) ends it with the
-// error CallTool would return. Closing the stream early, or the end of
-// ctx, sends complete for the subscription and closes its connection. A
-// query or mutation yields its CallTool result as a single event. The
-// template's timeout bounds the handshake (DefaultTimeout without it), not
-// the stream.
-func (t *Transport) CallToolStream(ctx context.Context, call *utcp.Call) (transports.Stream, error) {
-	if call == nil {
-		return nil, utcp.NewError(utcp.CodeInvalidRequest, "graphql: no call")
-	}
-	if t.isClosed() {
-		return nil, errClosed
-	}
-	spec, auth, err := specOf(call.Template)
-	if err != nil {
-		return nil, err
-	}
-	p, err := t.plan(ctx, call, spec, auth)
-	if err != nil {
-		return nil, err
-	}
-	if p.op.opType != OpSubscription {
-		res, err := t.CallTool(ctx, call)
-		if err != nil {
-			return nil, err
-		}
-		return transports.SingleEvent(&utcp.Event{Data: res.Value}), nil
-	}
-	return t.subscribe(ctx, spec, auth, p)
 }

@@ -199,7 +199,7 @@ func number(v any) (float64, bool) {
 }
 
 // value renders a message as protojson does with UseProtoNames and
-// EmitDefaultValues, as the values DecodeJSONValue would give for that
+// EmitDefaultValues, as the values jsonx.DecodeValue would give for that
 // JSON (numbers as json.Number). It reports false for a message it does
 // not handle (extension fields set).
 func value(m protoreflect.Message) (map[string]any, bool) {

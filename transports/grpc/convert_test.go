@@ -8,13 +8,12 @@ import (
 
 	"github.com/bufbuild/protocompile"
 	"github.com/google/go-cmp/cmp"
+	"github.com/utcpd/utcpd/internal/jsonx"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
 	"google.golang.org/protobuf/types/dynamicpb"
-
-	"github.com/utcpd/utcpd/transports"
 )
 
 // testMessages compiles testdata's test.proto and returns its message
@@ -72,7 +71,7 @@ func checkFastOut(t *testing.T, m protoreflect.Message) (took bool) {
 	if err != nil {
 		t.Fatalf("value rendered a message protojson refuses (%v): %v", err, fast)
 	}
-	slow, _ := transports.DecodeJSONValue(b)
+	slow, _ := jsonx.DecodeValue(b)
 	if diff := cmp.Diff(slow, any(fast)); diff != "" {
 		t.Fatalf("value and protojson differ (-protojson +value):\n%s", diff)
 	}

@@ -17,6 +17,7 @@ import (
 	ggrpc "google.golang.org/grpc"
 
 	"github.com/utcpd/utcpd/transports"
+	"github.com/utcpd/utcpd/transports/internal/httpclient"
 	"github.com/utcpd/utcpd/utcp"
 )
 
@@ -322,7 +323,7 @@ func (t *Template) targetAllowed() bool {
 		return true
 	}
 	host, local := targetHost(t.tgt)
-	return local || transports.IsLoopbackHost(host)
+	return local || httpclient.IsLoopbackHost(host)
 }
 
 // ParseTemplate decodes and validates a grpc call template (see
@@ -337,10 +338,4 @@ func ParseTemplate(raw json.RawMessage) (utcp.CallTemplate, error) {
 		return tmpl, utcp.Errorf(utcp.CodeInvalidTemplate, "grpc: auth: api_key location %q is not possible over gRPC: the key is sent as metadata (location header): %w", tmpl.Auth.Location, transports.ErrInvalidTemplate)
 	}
 	return tmpl, nil
-}
-
-// specOf returns the *Template of tmpl and its auth, parsing Raw when Spec
-// is unset.
-func specOf(tmpl *utcp.CallTemplate) (*Template, *utcp.Auth, error) {
-	return transports.SpecOf[Template](tmpl, Type, ParseTemplate)
 }

@@ -30,8 +30,10 @@ import (
 	"google.golang.org/protobuf/reflect/protoregistry"
 	"google.golang.org/protobuf/types/dynamicpb"
 
+	"github.com/utcpd/utcpd/internal/jsonx"
 	"github.com/utcpd/utcpd/internal/netguard"
 	"github.com/utcpd/utcpd/transports"
+	"github.com/utcpd/utcpd/transports/oauth2"
 	"github.com/utcpd/utcpd/utcp"
 )
 
@@ -132,11 +134,11 @@ func New(opts transports.Options) (*Transport, error) {
 	var cfg Config
 	log, err := transports.DecodeConfig(opts, "grpc", &cfg)
 	if err != nil {
-		return nil, utcp.NewError(utcp.CodeInvalidConfig, "grpc: config: %v", err)
+		return nil, utcp.Errorf(utcp.CodeInvalidConfig, "grpc: config: %w", err)
 	}
 	tokens := opts.Tokens
 	if tokens == nil {
-		tokens = transports.NewTokenCache(nil)
+		tokens = oauth2.NewTokenCache(nil)
 	}
 	t := &Transport{log: log, tokens: tokens, maxResponse: cfg.MaxResponseBytes, manuals: map[string]*manualState{}}
 	if t.maxResponse <= 0 {
@@ -147,65 +149,11 @@ func New(opts transports.Options) (*Transport, error) {
 
 var errClosed = utcp.NewError(utcp.CodeUnavailable, "grpc: transport closed")
 
-// Close closes every connection; calls in flight fail with unavailable.
-// It is idempotent.
-func (t *Transport) Close() error {
-	t.mu.Lock()
-	t.closed = true
-	var conns []*ggrpc.ClientConn
-	for _, st := range t.manuals {
-		for _, c := range st.conns {
-			conns = append(conns, c)
-		}
-	}
-	clear(t.manuals)
-	t.mu.Unlock()
-	for _, c := range conns {
-		_ = c.Close()
-	}
-	return nil
-}
-
-// registered reports whether the manual is registered.
-func (t *Transport) registered(manual string) bool {
-	t.mu.RLock()
-	defer t.mu.RUnlock()
-	return t.manuals[manual] != nil
-}
-
-func (t *Transport) isClosed() bool {
-	t.mu.RLock()
-	defer t.mu.RUnlock()
-	return t.closed
-}
-
-// Release closes the manual's connections and forgets its descriptors
-// (transports.Count calls it when the manual's last registration ends);
-// calls of the manual then fail with manual_not_found until it is
-// registered again.
-func (t *Transport) Release(_ context.Context, tmpl *utcp.CallTemplate) error {
-	if tmpl == nil {
-		return nil
-	}
-	t.mu.Lock()
-	st := t.manuals[tmpl.Name]
-	if st == nil {
-		t.mu.Unlock()
-		return nil
-	}
-	delete(t.manuals, tmpl.Name)
-	t.mu.Unlock()
-	for _, c := range st.conns {
-		_ = c.Close()
-	}
-	return nil
-}
-
 // RegisterManual loads the descriptors of the template's services (from
 // descriptor_set, proto_files, or server reflection) and returns one tool
 // per method. A failure is discovery_failed naming the source.
 func (t *Transport) RegisterManual(ctx context.Context, tmpl *utcp.CallTemplate) (*utcp.Manual, error) {
-	spec, auth, err := specOf(tmpl)
+	spec, auth, err := transports.SpecOf[Template](tmpl, Type, ParseTemplate)
 	if err != nil {
 		return nil, err
 	}
@@ -242,6 +190,92 @@ func (t *Transport) RegisterManual(ctx context.Context, tmpl *utcp.CallTemplate)
 	}
 	st.tools = ts
 	return m, nil
+}
+
+// CallTool invokes one method and waits for its whole result: the
+// response message of a unary or client-streaming method, the list of
+// response messages of a server-streaming or bidirectional one. A status
+// the tool reports is a *utcp.ToolError; see the package documentation
+// for the other errors.
+func (t *Transport) CallTool(ctx context.Context, call *utcp.Call) (*utcp.Result, error) {
+	x, err := t.start(ctx, call)
+	if err != nil {
+		return nil, err
+	}
+	return x.run()
+}
+
+// CallToolStream starts one call. A server-streaming or bidirectional
+// method yields each response message as an event; a unary or
+// client-streaming one yields its single response. Close before the end
+// cancels the call, which the server sees as its context ending.
+func (t *Transport) CallToolStream(ctx context.Context, call *utcp.Call) (transports.Stream, error) {
+	x, err := t.start(ctx, call)
+	if err != nil {
+		return nil, err
+	}
+	if !x.m.sd.ServerStreams {
+		res, err := x.run()
+		if err != nil {
+			return nil, err
+		}
+		return transports.SingleEvent(&utcp.Event{Data: res.Value}), nil
+	}
+	return x.open()
+}
+
+// Release closes the manual's connections and forgets its descriptors
+// (transports.Count calls it when the manual's last registration ends);
+// calls of the manual then fail with manual_not_found until it is
+// registered again.
+func (t *Transport) Release(_ context.Context, tmpl *utcp.CallTemplate) error {
+	if tmpl == nil {
+		return nil
+	}
+	t.mu.Lock()
+	st := t.manuals[tmpl.Name]
+	if st == nil {
+		t.mu.Unlock()
+		return nil
+	}
+	delete(t.manuals, tmpl.Name)
+	t.mu.Unlock()
+	for _, c := range st.conns {
+		_ = c.Close()
+	}
+	return nil
+}
+
+// Close closes every connection; calls in flight fail with unavailable.
+// It is idempotent.
+func (t *Transport) Close() error {
+	t.mu.Lock()
+	t.closed = true
+	var conns []*ggrpc.ClientConn
+	for _, st := range t.manuals {
+		for _, c := range st.conns {
+			conns = append(conns, c)
+		}
+	}
+	clear(t.manuals)
+	t.mu.Unlock()
+	for _, c := range conns {
+		_ = c.Close()
+	}
+	return nil
+}
+
+// registered reports whether the manual is registered.
+func (t *Transport) registered(manual string) bool {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return t.manuals[manual] != nil
+}
+
+func (t *Transport) isClosed() bool {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return t.closed
 }
 
 // discover loads the descriptors the template points at.
@@ -419,7 +453,7 @@ func dial(spec *Template, extra ...ggrpc.DialOption) (*ggrpc.ClientConn, error) 
 		if spec.CAFile != "" {
 			pem, err := os.ReadFile(spec.CAFile)
 			if err != nil {
-				return nil, utcp.NewError(utcp.CodeInvalidTemplate, "grpc: ca_file: %v", err)
+				return nil, utcp.Errorf(utcp.CodeInvalidTemplate, "grpc: ca_file: %w", err)
 			}
 			pool := x509.NewCertPool()
 			if !pool.AppendCertsFromPEM(pem) {
@@ -430,7 +464,7 @@ func dial(spec *Template, extra ...ggrpc.DialOption) (*ggrpc.ClientConn, error) 
 		if spec.CertFile != "" {
 			cert, err := tls.LoadX509KeyPair(spec.CertFile, spec.KeyFile)
 			if err != nil {
-				return nil, utcp.NewError(utcp.CodeInvalidTemplate, "grpc: cert_file/key_file: %v", err)
+				return nil, utcp.Errorf(utcp.CodeInvalidTemplate, "grpc: cert_file/key_file: %w", err)
 			}
 			cfg.Certificates = []tls.Certificate{cert}
 		}
@@ -439,7 +473,7 @@ func dial(spec *Template, extra ...ggrpc.DialOption) (*ggrpc.ClientConn, error) 
 	opts := append([]ggrpc.DialOption{ggrpc.WithTransportCredentials(creds), ggrpc.WithUserAgent("utcpd")}, extra...)
 	conn, err := ggrpc.NewClient(spec.target(), opts...)
 	if err != nil {
-		return nil, utcp.NewError(utcp.CodeInvalidTemplate, "grpc: target %q: %v", spec.target(), err)
+		return nil, utcp.Errorf(utcp.CodeInvalidTemplate, "grpc: target %q: %w", spec.target(), err)
 	}
 	return conn, nil
 }
@@ -478,7 +512,7 @@ func (t *Transport) outgoing(ctx context.Context, spec *Template, auth *utcp.Aut
 			name = "x-api-key"
 		}
 		if err := checkMetadata(name, auth.APIKey); err != nil {
-			return nil, utcp.NewError(utcp.CodeInvalidTemplate, "grpc: api_key auth: var_name: %v", err)
+			return nil, utcp.Errorf(utcp.CodeInvalidTemplate, "grpc: api_key auth: var_name: %w", err)
 		}
 		return metadata.AppendToOutgoingContext(ctx, strings.ToLower(name), auth.APIKey), nil
 	case utcp.AuthBasic:
@@ -503,7 +537,7 @@ func (t *Transport) outgoing(ctx context.Context, spec *Template, auth *utcp.Aut
 			prefix = *auth.Prefix
 		}
 		if err := checkMetadata(name, prefix+auth.AccessToken); err != nil {
-			return nil, utcp.NewError(utcp.CodeInvalidTemplate, "grpc: oauth2_user auth: %v", err)
+			return nil, utcp.Errorf(utcp.CodeInvalidTemplate, "grpc: oauth2_user auth: %w", err)
 		}
 		return metadata.AppendToOutgoingContext(ctx, strings.ToLower(name), prefix+auth.AccessToken), nil
 	}
@@ -531,7 +565,7 @@ func (t *Transport) start(ctx context.Context, call *utcp.Call) (*invocation, er
 	if call == nil {
 		return nil, utcp.NewError(utcp.CodeInvalidRequest, "grpc: no call")
 	}
-	spec, auth, err := specOf(call.Template)
+	spec, auth, err := transports.SpecOf[Template](call.Template, Type, ParseTemplate)
 	if err != nil {
 		return nil, err
 	}
@@ -702,7 +736,7 @@ func (x *invocation) message(v any, where string) (proto.Message, error) {
 	} else {
 		var err error
 		if b, err = json.Marshal(v); err != nil {
-			return nil, utcp.NewError(utcp.CodeInvalidArguments, "grpc: %s%v", where, err)
+			return nil, utcp.Errorf(utcp.CodeInvalidArguments, "grpc: %s%w", where, err)
 		}
 	}
 	msg := x.m.in.New().Interface()
@@ -738,7 +772,7 @@ func (x *invocation) render(msg proto.Message, sized bool) (any, int, error) {
 	if err != nil {
 		return nil, 0, &utcp.TransportError{Err: fmt.Errorf("grpc: %s: rendering the answer as JSON: %w", x.m.path, err)}
 	}
-	v, _ := transports.DecodeJSONValue(b)
+	v, _ := jsonx.DecodeValue(b)
 	return v, len(b), nil
 }
 
@@ -814,7 +848,7 @@ func (ts *toolSet) toolError(path string, st *status.Status) error {
 		list := make([]any, 0, len(details))
 		for _, d := range details {
 			if b, err := ts.marshal.Marshal(d); err == nil {
-				v, _ := transports.DecodeJSONValue(b)
+				v, _ := jsonx.DecodeValue(b)
 				list = append(list, v)
 				continue
 			}
@@ -842,19 +876,6 @@ func codeName(c codes.Code) string {
 		return n
 	}
 	return fmt.Sprintf("CODE_%d", uint32(c))
-}
-
-// CallTool invokes one method and waits for its whole result: the
-// response message of a unary or client-streaming method, the list of
-// response messages of a server-streaming or bidirectional one. A status
-// the tool reports is a *utcp.ToolError; see the package documentation
-// for the other errors.
-func (t *Transport) CallTool(ctx context.Context, call *utcp.Call) (*utcp.Result, error) {
-	x, err := t.start(ctx, call)
-	if err != nil {
-		return nil, err
-	}
-	return x.run()
 }
 
 // run carries a started call to its whole result.
@@ -899,25 +920,6 @@ func (x *invocation) run() (*utcp.Result, error) {
 		}
 		list = append(list, ev.v)
 	}
-}
-
-// CallToolStream starts one call. A server-streaming or bidirectional
-// method yields each response message as an event; a unary or
-// client-streaming one yields its single response. Close before the end
-// cancels the call, which the server sees as its context ending.
-func (t *Transport) CallToolStream(ctx context.Context, call *utcp.Call) (transports.Stream, error) {
-	x, err := t.start(ctx, call)
-	if err != nil {
-		return nil, err
-	}
-	if !x.m.sd.ServerStreams {
-		res, err := x.run()
-		if err != nil {
-			return nil, err
-		}
-		return transports.SingleEvent(&utcp.Event{Data: res.Value}), nil
-	}
-	return x.open()
 }
 
 // open starts a streaming call and sends its request messages: at once

@@ -13,5 +13,5 @@
 // and the oauth2 token cache; Release does nothing. Every URL,
 // at discovery, at every call and at every redirect hop, must be https or
 // plain http to a literal loopback host, unless the template sets
-// "allow_insecure": true (see transports.CheckURL).
+// "allow_insecure": true (see httpclient.CheckURL).
 package http

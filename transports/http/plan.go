@@ -8,7 +8,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/utcpd/utcpd/transports"
+	"github.com/utcpd/utcpd/transports/internal/httpclient"
 	"github.com/utcpd/utcpd/utcp"
 )
 
@@ -78,10 +78,10 @@ func newPlan(spec *Template) *plan {
 	}
 	u, err := url.Parse(raw)
 	if err != nil {
-		p.staticErr = utcp.NewError(utcp.CodeInvalidTemplate, "http: url: %v", err)
+		p.staticErr = utcp.Errorf(utcp.CodeInvalidTemplate, "http: url: %w", err)
 		return p
 	}
-	if err := transports.CheckURL(u, spec.AllowInsecure); err != nil {
+	if err := httpclient.CheckURL(u, spec.AllowInsecure); err != nil {
 		p.staticErr = err
 		return p
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/utcpd/utcpd/transports"
+	"github.com/utcpd/utcpd/transports/internal/httpclient"
 	"github.com/utcpd/utcpd/utcp"
 )
 
@@ -99,19 +100,19 @@ func (t *Template) Validate() error {
 			return fmt.Errorf("field http_method: %q is not one of %s", t.HTTPMethod, strings.Join(validMethods, ", "))
 		}
 	}
-	if !transports.ValidHeaderValue(t.ContentType) {
+	if !httpclient.ValidHeaderValue(t.ContentType) {
 		return errors.New("field content_type contains a line break")
 	}
 	for k, v := range t.Headers {
-		if !transports.ValidHeaderName(k) {
+		if !httpclient.ValidHeaderName(k) {
 			return fmt.Errorf("field headers: %q is not a valid header name", k)
 		}
-		if !transports.ValidHeaderValue(v) {
+		if !httpclient.ValidHeaderValue(v) {
 			return fmt.Errorf("field headers: the value of %q contains a line break", k)
 		}
 	}
 	for _, k := range t.HeaderFields {
-		if !transports.ValidHeaderName(k) {
+		if !httpclient.ValidHeaderName(k) {
 			return fmt.Errorf("field header_fields: %q is not a valid header name", k)
 		}
 	}
@@ -153,9 +154,4 @@ func ParseTemplate(raw json.RawMessage) (utcp.CallTemplate, error) {
 	spec.applyDefaults()
 	spec.plan = newPlan(spec)
 	return tmpl, nil
-}
-
-// specOf returns the *Template of tmpl, parsing Raw when Spec is unset.
-func specOf(tmpl *utcp.CallTemplate) (*Template, *utcp.Auth, error) {
-	return transports.SpecOf[Template](tmpl, Type, ParseTemplate)
 }

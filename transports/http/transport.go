@@ -3,7 +3,6 @@ package http
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -16,10 +15,13 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
+	"github.com/utcpd/utcpd/internal/jsonx"
 	"github.com/utcpd/utcpd/manuals"
 	"github.com/utcpd/utcpd/transports"
+	"github.com/utcpd/utcpd/transports/internal/httpcall"
+	"github.com/utcpd/utcpd/transports/internal/httpclient"
+	"github.com/utcpd/utcpd/transports/oauth2"
 	"github.com/utcpd/utcpd/utcp"
 )
 
@@ -47,7 +49,7 @@ type Config struct {
 	// fails with payload_too_large.
 	MaxResponseBytes int64 `json:"max_response_bytes,omitempty"`
 	// MaxIdleConnsPerHost sizes the keep-alive pool per host (default
-	// transports.DefaultMaxIdleConnsPerHost).
+	// httpclient.DefaultMaxIdleConnsPerHost).
 	MaxIdleConnsPerHost int `json:"max_idle_conns_per_host,omitempty"`
 }
 
@@ -67,34 +69,193 @@ func New(opts transports.Options) (*Transport, error) {
 	var cfg Config
 	log, err := transports.DecodeConfig(opts, "http", &cfg)
 	if err != nil {
-		return nil, utcp.NewError(utcp.CodeInvalidConfig, "http transport configuration: %v", err)
+		return nil, utcp.Errorf(utcp.CodeInvalidConfig, "http transport configuration: %w", err)
 	}
 	if cfg.MaxResponseBytes < 0 || cfg.MaxIdleConnsPerHost < 0 {
 		return nil, utcp.NewError(utcp.CodeInvalidConfig, "http transport configuration: limits must not be negative")
 	}
-	client := transports.NewHTTPClient(transports.ClientOptions{MaxIdleConnsPerHost: cfg.MaxIdleConnsPerHost})
+	client := httpclient.New(httpclient.Options{MaxIdleConnsPerHost: cfg.MaxIdleConnsPerHost})
 	t := &Transport{client: client, tokens: opts.Tokens, maxResponse: cfg.MaxResponseBytes, log: log}
 	if t.maxResponse == 0 {
 		t.maxResponse = transports.DefaultMaxResponseBytes
 	}
 	if t.tokens == nil {
-		t.tokens = transports.NewTokenCache(client)
+		t.tokens = oauth2.NewTokenCache(client)
 	}
 	return t, nil
 }
 
 var errClosed = utcp.NewError(utcp.CodeUnavailable, "the http transport is closed")
 
+// RegisterManual fetches the manual template's URL (with its method,
+// headers and auth) and returns the manual it serves:
+//
+//   - a UTCP manual — an object with tools and utcp_version (or the legacy
+//     version) — read with manuals.ParseManual (v1.1 or v0.1, JSON or
+//     YAML; its warnings are logged);
+//   - an OpenAPI 3 or Swagger 2 document (an openapi, swagger or paths
+//     key) converted with manuals.ConvertOpenAPI, with the URL as the spec
+//     URL and the template's auth_tools.
+//
+// JSON and YAML are both accepted, whatever the content type or URL
+// extension says (YAML content types and .yaml/.yml URLs are therefore
+// read as YAML, as UTCP requires). Any other document, a non-2xx answer
+// (its status in the error's details) or a transport failure is a
+// *utcp.Error with code discovery_failed. A URL refused by CheckURL is
+// invalid_template, an oauth2 token refusal unauthorized, an oversized
+// response payload_too_large; the end of ctx or of the template timeout
+// returns the context's error. Without a template timeout or a context
+// deadline, discovery gives up after DefaultDiscoveryTimeout.
+func (t *Transport) RegisterManual(ctx context.Context, tmpl *utcp.CallTemplate) (*utcp.Manual, error) {
+	if t.closed.Load() {
+		return nil, errClosed
+	}
+	spec, auth, err := transports.SpecOf[Template](tmpl, Type, ParseTemplate)
+	if err != nil {
+		return nil, err
+	}
+	u, err := url.Parse(spec.URL)
+	if err != nil {
+		return nil, utcp.Errorf(utcp.CodeInvalidTemplate, "http: url: %w", err)
+	}
+	if err := httpclient.CheckURL(u, spec.AllowInsecure); err != nil {
+		return nil, err
+	}
+	header := nethttp.Header{}
+	header.Set("Accept", "application/json, application/yaml;q=0.9, */*;q=0.5")
+	for k, v := range spec.Headers {
+		header.Set(k, v)
+	}
+	if header.Get("User-Agent") == "" {
+		header.Set("User-Agent", "utcpd")
+	}
+	r := &request{method: spec.HTTPMethod, rawURL: u.String(), url: u, header: header, auth: auth, max: transports.ManualReadCap(ctx, t.maxResponse)}
+	ctx, cancel := withTimeout(ctx, spec, DefaultDiscoveryTimeout)
+	defer cancel()
+	ctx = httpclient.WithAllowInsecure(ctx, spec.AllowInsecure)
+	fail := func(format string, args ...any) *utcp.Error {
+		return utcp.Errorf(utcp.CodeDiscoveryFailed, "http discovery of manual %q from %s: "+format,
+			append([]any{tmpl.Name, utcp.RedactURL(u)}, args...)...)
+	}
+	var buf bytes.Buffer // not pooled: the manual may keep slices of it
+	status, ctype, err := t.do(ctx, r, &buf)
+	body := buf.Bytes()
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, err
+		}
+		var uerr *utcp.Error
+		if errors.As(err, &uerr) && uerr.Code != utcp.CodeTransportError {
+			return nil, transports.AsManualTooLarge(ctx, err, r.max) // invalid_template, unauthorized (token), payload_too_large
+		}
+		return nil, fail("%w", err)
+	}
+	if status < 200 || status > 299 {
+		return nil, fail("HTTP %d %s: %s", status, nethttp.StatusText(status), jsonx.Excerpt(body)).WithDetail("status", status)
+	}
+	if err := transports.PrecheckManual(ctx, body); err != nil {
+		return nil, err // over the discovery limits: refused before decoding
+	}
+
+	doc, err := manuals.DecodeDocument(body)
+	if err != nil {
+		return nil, fail("the response (Content-Type %q) is not a JSON or YAML object: %w", ctype, err)
+	}
+	switch {
+	case isManualDoc(doc):
+		m, warnings, err := transports.ParseManual(ctx, body)
+		if err != nil {
+			if transports.IsLimit(err) {
+				return nil, err
+			}
+			return nil, fail("%w", err)
+		}
+		for _, w := range warnings {
+			t.log.Warn("manual served with problems", "manual", tmpl.Name, "url", utcp.RedactURL(u), "warning", w.String())
+		}
+		return m, nil
+	case manuals.IsOpenAPI(doc):
+		m, err := manuals.ConvertOpenAPI(doc, manuals.OpenAPIOptions{
+			SpecURL:   u.String(),
+			AuthTools: spec.AuthTools,
+			Warn: func(msg string) {
+				t.log.Debug("openapi conversion", "manual", tmpl.Name, "url", utcp.RedactURL(u), "warning", msg)
+			},
+		})
+		if err != nil {
+			return nil, fail("converting the OpenAPI document: %w", err)
+		}
+		if err := transports.CheckTools(ctx, len(m.Tools)); err != nil {
+			return nil, err
+		}
+		return m, nil
+	}
+	return nil, fail("the response is neither a UTCP manual (utcp_version and tools) nor an OpenAPI document (openapi, swagger or paths)")
+}
+
+// CallTool sends one request for call, mapping the arguments as the
+// package documentation describes. A 2xx answer is the result: decoded
+// JSON (numbers as json.Number) when the response content type is JSON,
+// the body as a string otherwise, nil for an empty body. A 4xx answer is a
+// *utcp.ToolError carrying the status, the decoded body and a message with
+// a short excerpt of it; a 5xx (or any other non-2xx) answer is a
+// *utcp.TransportError with the status. An oauth2-protected call answered
+// 401 is retried once with a freshly fetched token. A refused connection
+// or failed DNS lookup is a *utcp.TransportError; the end of ctx (or of
+// the template's timeout) returns an error wrapping the context's error.
+// Responses over the configured cap fail with payload_too_large. Missing
+// path arguments are invalid_arguments; a URL that fails
+// httpclient.CheckURL is invalid_template.
+func (t *Transport) CallTool(ctx context.Context, call *utcp.Call) (*utcp.Result, error) {
+	if t.closed.Load() {
+		return nil, errClosed
+	}
+	if call == nil {
+		return nil, utcp.NewError(utcp.CodeInvalidRequest, "http: no call")
+	}
+	spec, auth, err := transports.SpecOf[Template](call.Template, Type, ParseTemplate)
+	if err != nil {
+		return nil, err
+	}
+	r, err := prepare(spec, auth, call.Arguments)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := withTimeout(ctx, spec, 0)
+	defer cancel()
+	ctx = httpclient.WithAllowInsecure(ctx, spec.AllowInsecure)
+	buf := getBody()
+	defer putBody(buf)
+	status, ctype, err := t.do(ctx, r, buf)
+	if err != nil {
+		return nil, err
+	}
+	body := buf.Bytes() // httpcall.DecodeBody and jsonx.Excerpt copy what they keep
+	switch {
+	case status >= 200 && status <= 299:
+		return &utcp.Result{Value: httpcall.DecodeBody(ctype, body)}, nil
+	case status >= 400 && status <= 499:
+		return nil, &utcp.ToolError{
+			Status:  status,
+			Value:   httpcall.DecodeBody(ctype, body),
+			Message: fmt.Sprintf("HTTP %d %s: %s", status, nethttp.StatusText(status), jsonx.Excerpt(body)),
+		}
+	default:
+		return nil, &utcp.TransportError{Status: status,
+			Err: fmt.Errorf("%s %s answered HTTP %d %s: %s", r.method, r.redacted(), status, nethttp.StatusText(status), jsonx.Excerpt(body))}
+	}
+}
+
+// Release does nothing: the http transport keeps no per-manual state.
+func (t *Transport) Release(ctx context.Context, tmpl *utcp.CallTemplate) error {
+	return nil
+}
+
 // Close closes the idle pooled connections. Later calls fail with code
 // unavailable. It is idempotent.
 func (t *Transport) Close() error {
 	t.closed.Store(true)
 	t.client.CloseIdleConnections()
-	return nil
-}
-
-// Release does nothing: the http transport keeps no per-manual state.
-func (t *Transport) Release(ctx context.Context, tmpl *utcp.CallTemplate) error {
 	return nil
 }
 
@@ -111,7 +272,7 @@ type request struct {
 	max    int64 // body cap; 0: the transport's
 }
 
-// redacted is the request's URL for messages (see transports.RedactURL).
+// redacted is the request's URL for messages (see utcp.RedactURL).
 func (r *request) redacted() string {
 	if r.url == nil {
 		u, err := url.Parse(r.rawURL)
@@ -120,7 +281,7 @@ func (r *request) redacted() string {
 		}
 		r.url = u
 	}
-	return transports.RedactURL(r.url)
+	return utcp.RedactURL(r.url)
 }
 
 func (r *request) build(ctx context.Context, t *Transport) (*nethttp.Request, error) {
@@ -130,7 +291,7 @@ func (r *request) build(ctx context.Context, t *Transport) (*nethttp.Request, er
 	}
 	req, err := nethttp.NewRequestWithContext(ctx, r.method, r.rawURL, body)
 	if err != nil {
-		return nil, utcp.NewError(utcp.CodeInvalidTemplate, "http: cannot build the request: %v", err)
+		return nil, utcp.Errorf(utcp.CodeInvalidTemplate, "http: cannot build the request: %w", err)
 	}
 	req.Header = r.header
 	if r.auth != nil {
@@ -138,7 +299,7 @@ func (r *request) build(ctx context.Context, t *Transport) (*nethttp.Request, er
 		// a retry applies a fresh token to a fresh copy.
 		req.Header = r.header.Clone()
 	}
-	if err := transports.ApplyAuth(ctx, req, r.auth, t.tokens); err != nil {
+	if err := httpclient.ApplyAuth(ctx, req, r.auth, t.tokens); err != nil {
 		return nil, err
 	}
 	return req, nil
@@ -180,7 +341,7 @@ func (t *Transport) do(ctx context.Context, r *request, buf *bytes.Buffer) (int,
 	}
 }
 
-// readBody reads resp.Body into buf, as transports.ReadResponseBody does
+// readBody reads resp.Body into buf, as httpclient.ReadResponseBody does
 // (the same cap and errors), and closes it.
 func readBody(resp *nethttp.Response, max int64, buf *bytes.Buffer) error {
 	defer resp.Body.Close()
@@ -239,59 +400,6 @@ func withTimeout(ctx context.Context, spec *Template, def time.Duration) (contex
 
 func noCancel() {}
 
-// CallTool sends one request for call, mapping the arguments as the
-// package documentation describes. A 2xx answer is the result: decoded
-// JSON (numbers as json.Number) when the response content type is JSON,
-// the body as a string otherwise, nil for an empty body. A 4xx answer is a
-// *utcp.ToolError carrying the status, the decoded body and a message with
-// a short excerpt of it; a 5xx (or any other non-2xx) answer is a
-// *utcp.TransportError with the status. An oauth2-protected call answered
-// 401 is retried once with a freshly fetched token. A refused connection
-// or failed DNS lookup is a *utcp.TransportError; the end of ctx (or of
-// the template's timeout) returns an error wrapping the context's error.
-// Responses over the configured cap fail with payload_too_large. Missing
-// path arguments are invalid_arguments; a URL that fails
-// transports.CheckURL is invalid_template.
-func (t *Transport) CallTool(ctx context.Context, call *utcp.Call) (*utcp.Result, error) {
-	if t.closed.Load() {
-		return nil, errClosed
-	}
-	if call == nil {
-		return nil, utcp.NewError(utcp.CodeInvalidRequest, "http: no call")
-	}
-	spec, auth, err := specOf(call.Template)
-	if err != nil {
-		return nil, err
-	}
-	r, err := prepare(spec, auth, call.Arguments)
-	if err != nil {
-		return nil, err
-	}
-	ctx, cancel := withTimeout(ctx, spec, 0)
-	defer cancel()
-	ctx = transports.WithAllowInsecure(ctx, spec.AllowInsecure)
-	buf := getBody()
-	defer putBody(buf)
-	status, ctype, err := t.do(ctx, r, buf)
-	if err != nil {
-		return nil, err
-	}
-	body := buf.Bytes() // decodeBody and excerpt copy what they keep
-	switch {
-	case status >= 200 && status <= 299:
-		return &utcp.Result{Value: decodeBody(ctype, body)}, nil
-	case status >= 400 && status <= 499:
-		return nil, &utcp.ToolError{
-			Status:  status,
-			Value:   decodeBody(ctype, body),
-			Message: fmt.Sprintf("HTTP %d %s: %s", status, nethttp.StatusText(status), excerpt(body)),
-		}
-	default:
-		return nil, &utcp.TransportError{Status: status,
-			Err: fmt.Errorf("%s %s answered HTTP %d %s: %s", r.method, r.redacted(), status, nethttp.StatusText(status), excerpt(body))}
-	}
-}
-
 // prepare maps args onto a request as UTCP prescribes: header_fields
 // arguments become headers, the body_field argument the body, {name}
 // placeholders take their arguments, and the rest become query parameters.
@@ -309,11 +417,11 @@ func prepare(spec *Template, auth *utcp.Auth, args map[string]any) (*request, er
 		if !ok {
 			continue
 		}
-		s, ok := transports.ArgString(v)
+		s, ok := jsonx.ArgString(v)
 		if !ok {
 			continue
 		}
-		if !transports.ValidHeaderValue(s) {
+		if !httpclient.ValidHeaderValue(s) {
 			return nil, utcp.NewError(utcp.CodeInvalidArguments, "argument %q: a header value must not contain line breaks", name).WithDetail("argument", name)
 		}
 		own()
@@ -321,9 +429,9 @@ func prepare(spec *Template, auth *utcp.Auth, args map[string]any) (*request, er
 	}
 	var body []byte
 	if v, ok := args[spec.BodyField]; ok && !slices.Contains(spec.HeaderFields, spec.BodyField) {
-		b, err := transports.EncodeBody(spec.ContentType, v)
+		b, err := httpcall.EncodeBody(spec.ContentType, v)
 		if err != nil {
-			return nil, utcp.NewError(utcp.CodeInvalidArguments, "argument %q: cannot encode the body: %v", spec.BodyField, err).WithDetail("argument", spec.BodyField)
+			return nil, utcp.Errorf(utcp.CodeInvalidArguments, "argument %q: cannot encode the body: %w", spec.BodyField, err).WithDetail("argument", spec.BodyField)
 		}
 		body = b
 		if header.Get("Content-Type") == "" {
@@ -353,9 +461,9 @@ func prepare(spec *Template, auth *utcp.Auth, args map[string]any) (*request, er
 	}
 	u, err := url.Parse(raw)
 	if err != nil {
-		return nil, utcp.NewError(utcp.CodeInvalidTemplate, "http: url: %v", err)
+		return nil, utcp.Errorf(utcp.CodeInvalidTemplate, "http: url: %w", err)
 	}
-	if err := transports.CheckURL(u, spec.AllowInsecure); err != nil {
+	if err := httpclient.CheckURL(u, spec.AllowInsecure); err != nil {
 		return nil, err
 	}
 	if q != "" {
@@ -370,7 +478,7 @@ func prepare(spec *Template, auth *utcp.Auth, args map[string]any) (*request, er
 }
 
 // encodeQuery renders the arguments that are not consumed otherwise as a
-// query string, as transports.EncodeQuery does (sorted keys, nil values
+// query string, as httpcall.EncodeQuery does (sorted keys, nil values
 // left out).
 func encodeQuery(p *plan, args map[string]any) string {
 	var kb [8]string
@@ -386,7 +494,7 @@ func encodeQuery(p *plan, args map[string]any) string {
 	slices.Sort(keys)
 	var b strings.Builder
 	for _, k := range keys {
-		s, ok := transports.ArgString(args[k])
+		s, ok := jsonx.ArgString(args[k])
 		if !ok {
 			continue
 		}
@@ -413,7 +521,7 @@ func fillPlaceholders(segments []segment, args map[string]any) (string, error) {
 		}
 		s, ok := "", false
 		if !sg.shadowed {
-			s, ok = transports.ArgString(args[sg.name])
+			s, ok = jsonx.ArgString(args[sg.name])
 		}
 		if !ok {
 			missing = append(missing, sg.name)
@@ -422,7 +530,7 @@ func fillPlaceholders(segments []segment, args map[string]any) (string, error) {
 		if sg.inQuery {
 			b.WriteString(url.QueryEscape(s))
 		} else {
-			if err := transports.CheckPathValue(sg.name, s); err != nil {
+			if err := httpcall.CheckPathValue(sg.name, s); err != nil {
 				return "", err
 			}
 			b.WriteString(url.PathEscape(s))
@@ -441,151 +549,6 @@ func quoteAll(s []string) []string {
 		out[i] = strconv.Quote(v)
 	}
 	return out
-}
-
-// decodeBody turns a response body into the call's value.
-func decodeBody(contentType string, body []byte) any {
-	if len(bytes.TrimSpace(body)) == 0 {
-		if len(body) == 0 {
-			return nil
-		}
-		return string(body)
-	}
-	if transports.IsJSONMediaType(contentType) {
-		if v, ok := transports.DecodePlainJSON(body); ok {
-			return v
-		}
-		dec := json.NewDecoder(bytes.NewReader(body))
-		dec.UseNumber()
-		var v any
-		if err := dec.Decode(&v); err == nil && !dec.More() {
-			return v
-		}
-	}
-	return string(body)
-}
-
-// excerpt returns the start of body for an error message.
-func excerpt(body []byte) string {
-	const max = 512
-	s := strings.TrimSpace(string(body))
-	if s == "" {
-		return "(empty body)"
-	}
-	if len(s) <= max {
-		return s
-	}
-	cut := max
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "…"
-}
-
-// RegisterManual fetches the manual template's URL (with its method,
-// headers and auth) and returns the manual it serves:
-//
-//   - a UTCP manual — an object with tools and utcp_version (or the legacy
-//     version) — read with manuals.ParseManual (v1.1 or v0.1, JSON or
-//     YAML; its warnings are logged);
-//   - an OpenAPI 3 or Swagger 2 document (an openapi, swagger or paths
-//     key) converted with manuals.ConvertOpenAPI, with the URL as the spec
-//     URL and the template's auth_tools.
-//
-// JSON and YAML are both accepted, whatever the content type or URL
-// extension says (YAML content types and .yaml/.yml URLs are therefore
-// read as YAML, as UTCP requires). Any other document, a non-2xx answer
-// (its status in the error's details) or a transport failure is a
-// *utcp.Error with code discovery_failed. A URL refused by CheckURL is
-// invalid_template, an oauth2 token refusal unauthorized, an oversized
-// response payload_too_large; the end of ctx or of the template timeout
-// returns the context's error. Without a template timeout or a context
-// deadline, discovery gives up after DefaultDiscoveryTimeout.
-func (t *Transport) RegisterManual(ctx context.Context, tmpl *utcp.CallTemplate) (*utcp.Manual, error) {
-	if t.closed.Load() {
-		return nil, errClosed
-	}
-	spec, auth, err := specOf(tmpl)
-	if err != nil {
-		return nil, err
-	}
-	u, err := url.Parse(spec.URL)
-	if err != nil {
-		return nil, utcp.NewError(utcp.CodeInvalidTemplate, "http: url: %v", err)
-	}
-	if err := transports.CheckURL(u, spec.AllowInsecure); err != nil {
-		return nil, err
-	}
-	header := nethttp.Header{}
-	header.Set("Accept", "application/json, application/yaml;q=0.9, */*;q=0.5")
-	for k, v := range spec.Headers {
-		header.Set(k, v)
-	}
-	if header.Get("User-Agent") == "" {
-		header.Set("User-Agent", "utcpd")
-	}
-	r := &request{method: spec.HTTPMethod, rawURL: u.String(), url: u, header: header, auth: auth, max: transports.ManualReadCap(ctx, t.maxResponse)}
-	ctx, cancel := withTimeout(ctx, spec, DefaultDiscoveryTimeout)
-	defer cancel()
-	ctx = transports.WithAllowInsecure(ctx, spec.AllowInsecure)
-	fail := func(format string, args ...any) *utcp.Error {
-		return utcp.Errorf(utcp.CodeDiscoveryFailed, "http discovery of manual %q from %s: "+format,
-			append([]any{tmpl.Name, transports.RedactURL(u)}, args...)...)
-	}
-	var buf bytes.Buffer // not pooled: the manual may keep slices of it
-	status, ctype, err := t.do(ctx, r, &buf)
-	body := buf.Bytes()
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil, err
-		}
-		var uerr *utcp.Error
-		if errors.As(err, &uerr) && uerr.Code != utcp.CodeTransportError {
-			return nil, transports.AsManualTooLarge(ctx, err, r.max) // invalid_template, unauthorized (token), payload_too_large
-		}
-		return nil, fail("%w", err)
-	}
-	if status < 200 || status > 299 {
-		return nil, fail("HTTP %d %s: %s", status, nethttp.StatusText(status), excerpt(body)).WithDetail("status", status)
-	}
-	if err := transports.PrecheckManual(ctx, body); err != nil {
-		return nil, err // over the discovery limits: refused before decoding
-	}
-
-	doc, err := manuals.DecodeDocument(body)
-	if err != nil {
-		return nil, fail("the response (Content-Type %q) is not a JSON or YAML object: %w", ctype, err)
-	}
-	switch {
-	case isManualDoc(doc):
-		m, warnings, err := transports.ParseManual(ctx, body)
-		if err != nil {
-			if transports.IsLimit(err) {
-				return nil, err
-			}
-			return nil, fail("%w", err)
-		}
-		for _, w := range warnings {
-			t.log.Warn("manual served with problems", "manual", tmpl.Name, "url", transports.RedactURL(u), "warning", w.String())
-		}
-		return m, nil
-	case manuals.IsOpenAPI(doc):
-		m, err := manuals.ConvertOpenAPI(doc, manuals.OpenAPIOptions{
-			SpecURL:   u.String(),
-			AuthTools: spec.AuthTools,
-			Warn: func(msg string) {
-				t.log.Debug("openapi conversion", "manual", tmpl.Name, "url", transports.RedactURL(u), "warning", msg)
-			},
-		})
-		if err != nil {
-			return nil, fail("converting the OpenAPI document: %w", err)
-		}
-		if err := transports.CheckTools(ctx, len(m.Tools)); err != nil {
-			return nil, err
-		}
-		return m, nil
-	}
-	return nil, fail("the response is neither a UTCP manual (utcp_version and tools) nor an OpenAPI document (openapi, swagger or paths)")
 }
 
 // isManualDoc applies python-utcp's test: a tools array plus utcp_version

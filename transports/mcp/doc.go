@@ -35,11 +35,11 @@
 //
 // The manual-level auth applies to every request sent to an HTTP server's
 // origin (the url's scheme, host and port), with the semantics of
-// transports.ApplyAuth: api_key, basic, oauth2 (client credentials; a 401
+// httpclient.ApplyAuth: api_key, basic, oauth2 (client credentials; a 401
 // invalidates the token and the request is retried once) and oauth2_user.
 // headers go to that origin too; a redirect elsewhere carries neither.
 // URLs must be https or http to a literal loopback host unless the server
-// sets allow_insecure (see transports.CheckURL). auth does not apply to
+// sets allow_insecure (see httpclient.CheckURL). auth does not apply to
 // stdio servers: pass their credentials in env.
 //
 // A stdio server inherits only the daemon environment variables in

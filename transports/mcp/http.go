@@ -13,7 +13,7 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/utcpd/utcpd/transports"
+	"github.com/utcpd/utcpd/transports/internal/httpclient"
 	"github.com/utcpd/utcpd/utcp"
 )
 
@@ -25,13 +25,13 @@ func (s *server) connectHTTP(ctx context.Context, sess *session) error {
 	if err != nil {
 		return utcp.NewError(utcp.CodeInvalidTemplate, "mcp: %s: url: %v", s.what(), err)
 	}
-	if err := transports.CheckURL(u, s.cfg.AllowInsecure); err != nil {
+	if err := httpclient.CheckURL(u, s.cfg.AllowInsecure); err != nil {
 		return err
 	}
 	rt := &roundTripper{base: s.t.client.Transport, s: s, sess: sess, origin: originOf(u)}
 	redirect := s.t.client.CheckRedirect
 	hc := &http.Client{Transport: rt, CheckRedirect: func(req *http.Request, via []*http.Request) error {
-		return redirect(req.WithContext(transports.WithAllowInsecure(req.Context(), s.cfg.AllowInsecure)), via)
+		return redirect(req.WithContext(httpclient.WithAllowInsecure(req.Context(), s.cfg.AllowInsecure)), via)
 	}}
 	if s.cfg.Transport == KindHTTP {
 		sess.kind = "streamable_http"
@@ -42,12 +42,12 @@ func (s *server) connectHTTP(ctx context.Context, sess *session) error {
 		}
 		status := int(rt.handshake.Load())
 		if ctx.Err() != nil || status < 400 || status >= 500 {
-			return &utcp.TransportError{Status: status, Err: fmt.Errorf("mcp: %s: Streamable HTTP handshake with %s: %w", s.what(), transports.RedactURL(u), err)}
+			return &utcp.TransportError{Status: status, Err: fmt.Errorf("mcp: %s: Streamable HTTP handshake with %s: %w", s.what(), utcp.RedactURL(u), err)}
 		}
 		s.log.Info("mcp: Streamable HTTP handshake refused; trying the legacy HTTP+SSE transport", "status", status)
 		cs, errSSE := s.newClient().Connect(ctx, &sdk.SSEClientTransport{Endpoint: s.cfg.URL, HTTPClient: hc, MaxEventSize: s.t.cfg.maxMessage}, s.sessionOptions())
 		if errSSE != nil {
-			return &utcp.TransportError{Status: status, Err: fmt.Errorf("mcp: %s: %s: Streamable HTTP handshake: %v; legacy HTTP+SSE: %w", s.what(), transports.RedactURL(u), err, errSSE)}
+			return &utcp.TransportError{Status: status, Err: fmt.Errorf("mcp: %s: %s: Streamable HTTP handshake: %v; legacy HTTP+SSE: %w", s.what(), utcp.RedactURL(u), err, errSSE)}
 		}
 		sess.kind, sess.cs = "sse", cs
 		return nil
@@ -55,7 +55,7 @@ func (s *server) connectHTTP(ctx context.Context, sess *session) error {
 	sess.kind = "sse"
 	cs, err := s.newClient().Connect(ctx, &sdk.SSEClientTransport{Endpoint: s.cfg.URL, HTTPClient: hc, MaxEventSize: s.t.cfg.maxMessage}, s.sessionOptions())
 	if err != nil {
-		return &utcp.TransportError{Err: fmt.Errorf("mcp: %s: legacy HTTP+SSE handshake with %s: %w", s.what(), transports.RedactURL(u), err)}
+		return &utcp.TransportError{Err: fmt.Errorf("mcp: %s: legacy HTTP+SSE handshake with %s: %w", s.what(), utcp.RedactURL(u), err)}
 	}
 	sess.cs = cs
 	return nil
@@ -87,7 +87,7 @@ func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 			for k, v := range rt.s.cfg.Headers {
 				r.Header.Set(k, v)
 			}
-			if err := transports.ApplyAuth(r.Context(), r, rt.s.auth, rt.s.t.tokens); err != nil {
+			if err := httpclient.ApplyAuth(r.Context(), r, rt.s.auth, rt.s.t.tokens); err != nil {
 				return nil, err
 			}
 		}

@@ -16,7 +16,7 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/utcpd/utcpd/transports"
+	"github.com/utcpd/utcpd/transports/internal/procenv"
 	"github.com/utcpd/utcpd/utcp"
 )
 
@@ -361,7 +361,7 @@ func environment(cfg *Server) []string {
 	if inherit == nil {
 		inherit = DefaultInherit
 	}
-	env := transports.InheritEnv(inherit)
+	env := procenv.Inherit(inherit)
 	env.SetAll(cfg.Env)
 	return env.List()
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/utcpd/utcpd/transports"
+	"github.com/utcpd/utcpd/transports/internal/httpclient"
 	"github.com/utcpd/utcpd/utcp"
 )
 
@@ -208,10 +209,10 @@ func (s *Server) validate() error {
 			return fmt.Errorf("field url is required for an %s server", s.Transport)
 		}
 		for k, v := range s.Headers {
-			if !transports.ValidHeaderName(k) {
+			if !httpclient.ValidHeaderName(k) {
 				return fmt.Errorf("field headers: %q is not a valid HTTP header name", k)
 			}
-			if !transports.ValidHeaderValue(v) {
+			if !httpclient.ValidHeaderValue(v) {
 				return fmt.Errorf("field headers: the value of %s contains CR, LF or NUL", k)
 			}
 		}

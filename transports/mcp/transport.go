@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/utcpd/utcpd/transports"
+	"github.com/utcpd/utcpd/transports/internal/httpclient"
+	"github.com/utcpd/utcpd/transports/oauth2"
 	"github.com/utcpd/utcpd/utcp"
 )
 
@@ -196,12 +198,12 @@ func New(opts transports.Options) (*Transport, error) {
 		log:       log,
 		cfg:       cfg.settings(),
 		tokens:    opts.Tokens,
-		client:    transports.NewHTTPClient(transports.ClientOptions{}),
+		client:    httpclient.New(httpclient.Options{}),
 		onChanged: opts.OnToolsChanged,
 		manuals:   map[string]*manual{},
 	}
 	if t.tokens == nil {
-		t.tokens = transports.NewTokenCache(t.client)
+		t.tokens = oauth2.NewTokenCache(t.client)
 	}
 	t.ctx, t.cancel = context.WithCancel(context.Background())
 	return t, nil
@@ -224,7 +226,7 @@ var errClosed = utcp.NewError(utcp.CodeUnavailable, "mcp: transport closed")
 // connect or list fails the whole registration (discovery_failed) and
 // stops the others.
 func (t *Transport) RegisterManual(ctx context.Context, tmpl *utcp.CallTemplate) (*utcp.Manual, error) {
-	spec, err := specOf(tmpl)
+	spec, _, err := transports.SpecOf[Template](tmpl, Type, ParseTemplate)
 	if err != nil {
 		return nil, err
 	}
@@ -387,17 +389,6 @@ func (t *Transport) PrefixedToolNames() bool { return true }
 
 var _ transports.PrefixedNames = (*Transport)(nil)
 
-func specOf(tmpl *utcp.CallTemplate) (*Template, error) {
-	if tmpl == nil {
-		return nil, utcp.Errorf(utcp.CodeInvalidTemplate, "mcp: no call template: %w", transports.ErrInvalidTemplate)
-	}
-	spec, ok := tmpl.Spec.(*Template)
-	if !ok || spec == nil {
-		return nil, utcp.Errorf(utcp.CodeInvalidTemplate, "mcp: call template %q was not parsed by the mcp transport (Spec is %T): %w", tmpl.Name, tmpl.Spec, transports.ErrInvalidTemplate)
-	}
-	return spec, nil
-}
-
 // keyOf identifies the manual state of a template: the manual name and a
 // hash of the whole template as registered (variables substituted).
 func keyOf(tmpl *utcp.CallTemplate) string {
@@ -454,7 +445,7 @@ func (t *Transport) route(call *utcp.Call) (*server, string, error) {
 	if call == nil || call.Template == nil {
 		return nil, "", utcp.Errorf(utcp.CodeInvalidTemplate, "mcp: call without a call template: %w", transports.ErrInvalidTemplate)
 	}
-	if _, err := specOf(call.Template); err != nil {
+	if _, _, err := transports.SpecOf[Template](call.Template, Type, ParseTemplate); err != nil {
 		return nil, "", err
 	}
 	name := call.Template.Name

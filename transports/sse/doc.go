@@ -19,17 +19,17 @@
 //	}
 //
 // url is required. Arguments map onto the request as for the http
-// transport (transports.HTTPMapping): header_fields arguments become
+// transport (httpcall.Mapping): header_fields arguments become
 // headers, the body_field argument becomes a JSON body, {name} URL
 // placeholders take their arguments, and the rest become query
 // parameters. Without a body the request is a GET, with one a POST. Every
 // request sends Accept: text/event-stream. Plain http is accepted only to
-// loopback hosts unless allow_insecure is true (transports.CheckURL, at
+// loopback hosts unless allow_insecure is true (httpclient.CheckURL, at
 // discovery, before every call and at every redirect hop).
 //
 // # Events
 //
-// The body is read incrementally with transports.SSEReader: event, id,
+// The body is read incrementally with eventstream.Reader: event, id,
 // retry and multi-line data fields, comments ignored, CRLF, LF or CR line
 // ends. Each event's data is decoded as JSON when it parses (numbers as
 // json.Number) and kept as a string otherwise; the event's name and the

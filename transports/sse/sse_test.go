@@ -17,6 +17,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/utcpd/utcpd/internal/eventstream"
 	"github.com/utcpd/utcpd/transports"
 	"github.com/utcpd/utcpd/transports/sse"
 	"github.com/utcpd/utcpd/transports/transporttest"
@@ -700,7 +701,7 @@ func TestResumeFromDemoServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	rd := transports.NewSSEReader(resp.Body, 0)
+	rd := eventstream.NewReader(resp.Body, 0)
 	var ids []string
 	for {
 		ev, err := rd.Next()

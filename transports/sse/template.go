@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/utcpd/utcpd/transports"
+	"github.com/utcpd/utcpd/transports/internal/httpcall"
+	"github.com/utcpd/utcpd/transports/internal/httpclient"
 	"github.com/utcpd/utcpd/utcp"
 )
 
@@ -53,14 +55,14 @@ type Template struct {
 // Validate checks the template as written (before variable substitution).
 // Errors name the field.
 func (t *Template) Validate() error {
-	if err := transports.ValidateTemplateURL(t.URL, "http", "https"); err != nil {
+	if err := httpcall.ValidateTemplateURL(t.URL, "http", "https"); err != nil {
 		return err
 	}
-	if err := transports.ValidateHeaders("headers", t.Headers); err != nil {
+	if err := httpcall.ValidateHeaders("headers", t.Headers); err != nil {
 		return err
 	}
 	for _, k := range t.HeaderFields {
-		if !transports.ValidHeaderName(k) {
+		if !httpclient.ValidHeaderName(k) {
 			return fmt.Errorf("field header_fields: %q is not a valid header name", k)
 		}
 	}
@@ -86,8 +88,8 @@ func (t *Template) timeout() time.Duration {
 	return time.Duration(t.Timeout * float64(time.Millisecond))
 }
 
-func (t *Template) mapping() *transports.HTTPMapping {
-	return &transports.HTTPMapping{
+func (t *Template) mapping() *httpcall.Mapping {
+	return &httpcall.Mapping{
 		URL:           t.URL,
 		Headers:       t.Headers,
 		HeaderFields:  t.HeaderFields,
@@ -103,9 +105,4 @@ func (t *Template) mapping() *transports.HTTPMapping {
 func ParseTemplate(raw json.RawMessage) (utcp.CallTemplate, error) {
 	tmpl, _, err := transports.DecodeTemplateOf[Template](raw, Type)
 	return tmpl, err
-}
-
-// specOf returns the *Template of tmpl, parsing Raw when Spec is unset.
-func specOf(tmpl *utcp.CallTemplate) (*Template, *utcp.Auth, error) {
-	return transports.SpecOf[Template](tmpl, Type, ParseTemplate)
 }

@@ -9,7 +9,11 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/utcpd/utcpd/internal/eventstream"
+	"github.com/utcpd/utcpd/internal/jsonx"
 	"github.com/utcpd/utcpd/transports"
+	"github.com/utcpd/utcpd/transports/internal/httpcall"
+	"github.com/utcpd/utcpd/transports/internal/httpclient"
 	"github.com/utcpd/utcpd/utcp"
 )
 
@@ -60,14 +64,14 @@ type Config struct {
 	// whose template sets reconnect; 0 means DefaultMaxReconnects.
 	MaxReconnects int `json:"max_reconnects,omitempty"`
 	// MaxIdleConnsPerHost sizes the keep-alive pool per host (default
-	// transports.DefaultMaxIdleConnsPerHost).
+	// httpclient.DefaultMaxIdleConnsPerHost).
 	MaxIdleConnsPerHost int `json:"max_idle_conns_per_host,omitempty"`
 }
 
 // Transport is the sse transport. It keeps no per-manual state. It is safe
 // for concurrent use.
 type Transport struct {
-	base transports.HTTPBase // client, tokens; its context ends at Close, ending every open stream
+	base httpcall.Base // client, tokens; its context ends at Close, ending every open stream
 	cfg  Config
 	log  *slog.Logger
 }
@@ -79,7 +83,7 @@ func New(opts transports.Options) (*Transport, error) {
 	var cfg Config
 	log, err := transports.DecodeConfig(opts, "sse", &cfg)
 	if err != nil {
-		return nil, utcp.NewError(utcp.CodeInvalidConfig, "sse transport configuration: %v", err)
+		return nil, utcp.Errorf(utcp.CodeInvalidConfig, "sse transport configuration: %w", err)
 	}
 	if cfg.MaxEventBytes < 0 || cfg.MaxResponseBytes < 0 || cfg.MaxReconnects < 0 || cfg.MaxIdleConnsPerHost < 0 {
 		return nil, utcp.NewError(utcp.CodeInvalidConfig, "sse transport configuration: limits must not be negative")
@@ -105,24 +109,12 @@ var (
 	errStreamClosed = utcp.NewError(utcp.CodeCanceled, "sse: stream closed")
 )
 
-// Close ends every open stream, closes the idle pooled connections and
-// refuses later calls with code unavailable. It is idempotent.
-func (t *Transport) Close() error {
-	t.base.Shutdown(errClosed)
-	return nil
-}
-
-// Release does nothing: the sse transport keeps no per-manual state.
-func (t *Transport) Release(ctx context.Context, tmpl *utcp.CallTemplate) error {
-	return nil
-}
-
 // RegisterManual GETs the manual template's URL (with its headers and
 // auth) and returns the UTCP manual it serves, read with
 // manuals.ParseManual (v1.1 or legacy; its warnings are logged). A
 // non-2xx answer (its status in the details), a document that is not a
 // manual, or a failure to connect is discovery_failed. A URL refused by
-// transports.CheckURL is invalid_template, an oversized answer
+// httpclient.CheckURL is invalid_template, an oversized answer
 // payload_too_large, and the end of ctx (or of the template's timeout,
 // else DefaultDiscoveryTimeout when ctx has no deadline) returns the
 // context's error.
@@ -130,11 +122,11 @@ func (t *Transport) RegisterManual(ctx context.Context, tmpl *utcp.CallTemplate)
 	if t.base.Closed() {
 		return nil, errClosed
 	}
-	spec, auth, err := specOf(tmpl)
+	spec, auth, err := transports.SpecOf[Template](tmpl, Type, ParseTemplate)
 	if err != nil {
 		return nil, err
 	}
-	u, header, err := transports.ManualTarget("sse", spec.URL, spec.Headers, spec.AllowInsecure)
+	u, header, err := httpcall.ManualTarget("sse", spec.URL, spec.Headers, spec.AllowInsecure)
 	if err != nil {
 		return nil, err
 	}
@@ -147,8 +139,8 @@ func (t *Transport) RegisterManual(ctx context.Context, tmpl *utcp.CallTemplate)
 		ctx, cancel = context.WithCancel(ctx)
 	}
 	defer cancel()
-	ctx = transports.WithAllowInsecure(ctx, spec.AllowInsecure)
-	return transports.FetchManual(ctx, t.base.Client, t.base.Tokens, t.log, transports.ManualFetch{
+	ctx = httpclient.WithAllowInsecure(ctx, spec.AllowInsecure)
+	return httpcall.FetchManual(ctx, t.base.Client, t.base.Tokens, t.log, httpcall.ManualFetch{
 		Type: "sse", Manual: tmpl.Name, Method: http.MethodGet, URL: u, Header: header, Auth: auth, MaxBytes: t.cfg.MaxResponseBytes,
 	})
 }
@@ -176,10 +168,22 @@ func (t *Transport) CallTool(ctx context.Context, call *utcp.Call) (*utcp.Result
 // (see the package documentation for decoding, filtering, reconnection
 // and the end of a stream). A 4xx answer is a *utcp.ToolError, another
 // non-2xx answer or a failure to connect a *utcp.TransportError, a URL
-// refused by transports.CheckURL invalid_template, missing path arguments
+// refused by httpclient.CheckURL invalid_template, missing path arguments
 // invalid_arguments; the end of ctx returns the context's error.
 func (t *Transport) CallToolStream(ctx context.Context, call *utcp.Call) (transports.Stream, error) {
 	return t.open(ctx, call)
+}
+
+// Release does nothing: the sse transport keeps no per-manual state.
+func (t *Transport) Release(ctx context.Context, tmpl *utcp.CallTemplate) error {
+	return nil
+}
+
+// Close ends every open stream, closes the idle pooled connections and
+// refuses later calls with code unavailable. It is idempotent.
+func (t *Transport) Close() error {
+	t.base.Shutdown(errClosed)
+	return nil
 }
 
 func (t *Transport) open(ctx context.Context, call *utcp.Call) (*stream, error) {
@@ -189,7 +193,7 @@ func (t *Transport) open(ctx context.Context, call *utcp.Call) (*stream, error) 
 	if call == nil {
 		return nil, utcp.NewError(utcp.CodeInvalidRequest, "sse: no call")
 	}
-	spec, auth, err := specOf(call.Template)
+	spec, auth, err := transports.SpecOf[Template](call.Template, Type, ParseTemplate)
 	if err != nil {
 		return nil, err
 	}
@@ -205,7 +209,7 @@ func (t *Transport) open(ctx context.Context, call *utcp.Call) (*stream, error) 
 	}
 	s := &stream{t: t, spec: spec, auth: auth, method: method, req: mr}
 	s.Start(ctx, t.base.Ctx, spec.timeout(), spec.AllowInsecure, errClosed, errStreamClosed)
-	resp, err := transports.SendMapped(s.Ctx, t.base.Client, t.base.Tokens, method, mr, auth)
+	resp, err := httpcall.SendMapped(s.Ctx, t.base.Client, t.base.Tokens, method, mr, auth)
 	if err == nil {
 		if err = s.accept(resp, true); errors.Is(err, errCleanEnd) {
 			err = nil // 204: an empty stream
@@ -229,11 +233,11 @@ type stream struct {
 	spec   *Template
 	auth   *utcp.Auth
 	method string
-	req    *transports.MappedRequest
+	req    *httpcall.MappedRequest
 
-	transports.HTTPCall // context, body, sticky error; Close
+	httpcall.Call // context, body, sticky error; Close
 
-	rd       *transports.SSEReader
+	rd       *eventstream.Reader
 	plain    bool        // the answer was not an event stream
 	single   *utcp.Event // the one event of a plain answer, until delivered
 	attempts int         // reconnection attempts since the last event
@@ -253,11 +257,11 @@ func (s *stream) accept(resp *http.Response, first bool) error {
 	case resp.StatusCode < 200 || resp.StatusCode > 299:
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, errorBodyBytes))
 		resp.Body.Close()
-		return transports.HTTPStatusError(s.method, s.req.URL, resp.StatusCode, ctype, body)
-	case transports.MediaType(ctype) == "text/event-stream":
+		return httpcall.StatusError(s.method, s.req.URL, resp.StatusCode, ctype, body)
+	case httpcall.MediaType(ctype) == "text/event-stream":
 		s.Body = resp.Body
 		if s.rd == nil {
-			s.rd = transports.NewSSEReader(resp.Body, s.t.cfg.MaxEventBytes)
+			s.rd = eventstream.NewReader(resp.Body, s.t.cfg.MaxEventBytes)
 		} else {
 			s.rd.Reset(resp.Body)
 		}
@@ -265,17 +269,17 @@ func (s *stream) accept(resp *http.Response, first bool) error {
 	case !first:
 		resp.Body.Close()
 		return &utcp.TransportError{Status: resp.StatusCode,
-			Err: fmt.Errorf("sse %s: the reconnection was answered with Content-Type %q, not an event stream", transports.RedactURL(s.req.URL), ctype)}
+			Err: fmt.Errorf("sse %s: the reconnection was answered with Content-Type %q, not an event stream", utcp.RedactURL(s.req.URL), ctype)}
 	}
-	body, err := transports.ReadResponseBody(resp, s.t.cfg.MaxResponseBytes)
+	body, err := httpclient.ReadResponseBody(resp, s.t.cfg.MaxResponseBytes)
 	if err != nil {
 		if errors.Is(err, transports.ErrTooLarge) {
 			return err
 		}
-		return &utcp.TransportError{Status: resp.StatusCode, Err: fmt.Errorf("sse %s: reading the response: %w", transports.RedactURL(s.req.URL), err)}
+		return &utcp.TransportError{Status: resp.StatusCode, Err: fmt.Errorf("sse %s: reading the response: %w", utcp.RedactURL(s.req.URL), err)}
 	}
 	s.plain = true
-	s.single = &utcp.Event{Data: transports.DecodeBody(ctype, body)}
+	s.single = &utcp.Event{Data: httpcall.DecodeBody(ctype, body)}
 	return nil
 }
 
@@ -286,7 +290,7 @@ func (s *stream) ctxErr() error {
 	if errors.Is(cause, errStreamClosed) || errors.Is(cause, errClosed) {
 		return cause
 	}
-	return fmt.Errorf("sse %s: %w", transports.RedactURL(s.req.URL), cause)
+	return fmt.Errorf("sse %s: %w", utcp.RedactURL(s.req.URL), cause)
 }
 
 // Recv returns the next event, io.EOF after the last one, or the error
@@ -323,7 +327,7 @@ func (s *stream) Recv() (*utcp.Event, error) {
 		case errors.Is(err, transports.ErrTooLarge):
 			return nil, s.Finish(err)
 		}
-		drop := error(&utcp.TransportError{Err: fmt.Errorf("sse %s: the connection broke before the stream ended: %w", transports.RedactURL(s.req.URL), err)})
+		drop := error(&utcp.TransportError{Err: fmt.Errorf("sse %s: the connection broke before the stream ended: %w", utcp.RedactURL(s.req.URL), err)})
 		if !s.spec.reconnect() {
 			return nil, s.Finish(drop)
 		}
@@ -346,9 +350,9 @@ func eventName(typ string) string {
 }
 
 // toEvent decodes an event's data.
-func toEvent(ev transports.SSEEvent) *utcp.Event {
+func toEvent(ev eventstream.Event) *utcp.Event {
 	var data any = ev.Data
-	if v, ok := transports.DecodeJSONValue([]byte(ev.Data)); ok {
+	if v, ok := jsonx.DecodeValue([]byte(ev.Data)); ok {
 		data = v
 	}
 	return &utcp.Event{Type: ev.Type, ID: ev.ID, Data: data}
@@ -390,8 +394,8 @@ func (s *stream) reconnect(drop error) error {
 		if id := s.rd.LastEventID(); id != "" {
 			req.Header.Set("Last-Event-ID", id)
 		}
-		s.t.log.Debug("sse: reconnecting", "url", transports.RedactURL(s.req.URL), "attempt", s.attempts, "last_event_id", s.rd.LastEventID())
-		resp, err := transports.SendMapped(s.Ctx, s.t.base.Client, s.t.base.Tokens, s.method, &req, s.auth)
+		s.t.log.Debug("sse: reconnecting", "url", utcp.RedactURL(s.req.URL), "attempt", s.attempts, "last_event_id", s.rd.LastEventID())
+		resp, err := httpcall.SendMapped(s.Ctx, s.t.base.Client, s.t.base.Tokens, s.method, &req, s.auth)
 		if err != nil {
 			if s.Ctx.Err() != nil {
 				return s.ctxErr()

@@ -18,13 +18,13 @@
 // url is required; http_method is GET (the default) or POST; timeout, in
 // milliseconds, bounds a whole call, stream included (default 60000).
 // Arguments map onto the request as for the http transport
-// (transports.HTTPMapping): header_fields arguments become headers, the
+// (httpcall.Mapping): header_fields arguments become headers, the
 // body_field argument (none by default) becomes the body, encoded for
 // content_type (default application/octet-stream: a string as it is,
 // other values as JSON text; a JSON type sends JSON), {name} URL
 // placeholders take their arguments and the rest become query parameters.
 // Plain http is accepted only to loopback hosts unless allow_insecure is
-// true (transports.CheckURL, at discovery, before every call and at every
+// true (httpclient.CheckURL, at discovery, before every call and at every
 // redirect hop).
 //
 // # Splitting the response
@@ -37,7 +37,7 @@
 //     event per non-blank line, the line decoded as JSON (numbers as
 //     json.Number), kept as a string when it does not parse;
 //   - text/event-stream: one event per server-sent event, read with
-//     transports.SSEReader, the data decoded as JSON when it parses, the
+//     eventstream.Reader, the data decoded as JSON when it parses, the
 //     event name and id in utcp.Event Type and ID;
 //   - application/json and +json types: the whole body, read to its end,
 //     as one value;

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/utcpd/utcpd/transports"
+	"github.com/utcpd/utcpd/transports/internal/httpcall"
+	"github.com/utcpd/utcpd/transports/internal/httpclient"
 	"github.com/utcpd/utcpd/utcp"
 )
 
@@ -62,7 +64,7 @@ type Template struct {
 // Validate checks the template as written (before variable substitution).
 // Errors name the field.
 func (t *Template) Validate() error {
-	if err := transports.ValidateTemplateURL(t.URL, "http", "https"); err != nil {
+	if err := httpcall.ValidateTemplateURL(t.URL, "http", "https"); err != nil {
 		return err
 	}
 	switch strings.ToUpper(t.HTTPMethod) {
@@ -70,7 +72,7 @@ func (t *Template) Validate() error {
 	default:
 		return fmt.Errorf("field http_method: %q is not GET or POST", t.HTTPMethod)
 	}
-	if !transports.ValidHeaderValue(t.ContentType) {
+	if !httpclient.ValidHeaderValue(t.ContentType) {
 		return errors.New("field content_type contains a line break")
 	}
 	if t.ChunkSize < 0 {
@@ -79,11 +81,11 @@ func (t *Template) Validate() error {
 	if t.Timeout < 0 {
 		return errors.New("field timeout must not be negative")
 	}
-	if err := transports.ValidateHeaders("headers", t.Headers); err != nil {
+	if err := httpcall.ValidateHeaders("headers", t.Headers); err != nil {
 		return err
 	}
 	for _, k := range t.HeaderFields {
-		if !transports.ValidHeaderName(k) {
+		if !httpclient.ValidHeaderName(k) {
 			return fmt.Errorf("field header_fields: %q is not a valid header name", k)
 		}
 	}
@@ -110,8 +112,8 @@ func (t *Template) timeout() time.Duration {
 	return DefaultTimeout
 }
 
-func (t *Template) mapping() *transports.HTTPMapping {
-	return &transports.HTTPMapping{
+func (t *Template) mapping() *httpcall.Mapping {
+	return &httpcall.Mapping{
 		URL:           t.URL,
 		Headers:       t.Headers,
 		HeaderFields:  t.HeaderFields,
@@ -132,9 +134,4 @@ func ParseTemplate(raw json.RawMessage) (utcp.CallTemplate, error) {
 	}
 	spec.applyDefaults()
 	return tmpl, nil
-}
-
-// specOf returns the *Template of tmpl, parsing Raw when Spec is unset.
-func specOf(tmpl *utcp.CallTemplate) (*Template, *utcp.Auth, error) {
-	return transports.SpecOf[Template](tmpl, Type, ParseTemplate)
 }

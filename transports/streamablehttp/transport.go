@@ -13,7 +13,11 @@ import (
 	"net/url"
 	"unicode/utf8"
 
+	"github.com/utcpd/utcpd/internal/eventstream"
+	"github.com/utcpd/utcpd/internal/jsonx"
 	"github.com/utcpd/utcpd/transports"
+	"github.com/utcpd/utcpd/transports/internal/httpcall"
+	"github.com/utcpd/utcpd/transports/internal/httpclient"
 	"github.com/utcpd/utcpd/utcp"
 )
 
@@ -50,14 +54,14 @@ type Config struct {
 	// total cap.
 	MaxResponseBytes int64 `json:"max_response_bytes,omitempty"`
 	// MaxIdleConnsPerHost sizes the keep-alive pool per host (default
-	// transports.DefaultMaxIdleConnsPerHost).
+	// httpclient.DefaultMaxIdleConnsPerHost).
 	MaxIdleConnsPerHost int `json:"max_idle_conns_per_host,omitempty"`
 }
 
 // Transport is the streamable_http transport. It keeps no per-manual
 // state. It is safe for concurrent use.
 type Transport struct {
-	base transports.HTTPBase // client, tokens; its context ends at Close, ending every open stream
+	base httpcall.Base // client, tokens; its context ends at Close, ending every open stream
 	cfg  Config
 	log  *slog.Logger
 }
@@ -70,7 +74,7 @@ func New(opts transports.Options) (*Transport, error) {
 	var cfg Config
 	log, err := transports.DecodeConfig(opts, "streamable_http", &cfg)
 	if err != nil {
-		return nil, utcp.NewError(utcp.CodeInvalidConfig, "streamable_http transport configuration: %v", err)
+		return nil, utcp.Errorf(utcp.CodeInvalidConfig, "streamable_http transport configuration: %w", err)
 	}
 	if cfg.MaxEventBytes < 0 || cfg.MaxResponseBytes < 0 || cfg.MaxIdleConnsPerHost < 0 {
 		return nil, utcp.NewError(utcp.CodeInvalidConfig, "streamable_http transport configuration: limits must not be negative")
@@ -93,41 +97,29 @@ var (
 	errStreamClosed = utcp.NewError(utcp.CodeCanceled, "streamable_http: stream closed")
 )
 
-// Close ends every open stream, closes the idle pooled connections and
-// refuses later calls with code unavailable. It is idempotent.
-func (t *Transport) Close() error {
-	t.base.Shutdown(errClosed)
-	return nil
-}
-
-// Release does nothing: the transport keeps no per-manual state.
-func (t *Transport) Release(ctx context.Context, tmpl *utcp.CallTemplate) error {
-	return nil
-}
-
 // RegisterManual sends the manual template's http_method to its URL (with
 // headers and auth, no body) and returns the UTCP manual it serves, read
 // with manuals.ParseManual (warnings are logged). A non-2xx answer (its
 // status in the details), a document that is not a manual, or a failure
-// to connect is discovery_failed. A URL refused by transports.CheckURL is
+// to connect is discovery_failed. A URL refused by httpclient.CheckURL is
 // invalid_template, an oversized answer payload_too_large, and the end of
 // ctx or of the template's timeout returns the context's error.
 func (t *Transport) RegisterManual(ctx context.Context, tmpl *utcp.CallTemplate) (*utcp.Manual, error) {
 	if t.base.Closed() {
 		return nil, errClosed
 	}
-	spec, auth, err := specOf(tmpl)
+	spec, auth, err := transports.SpecOf[Template](tmpl, Type, ParseTemplate)
 	if err != nil {
 		return nil, err
 	}
-	u, header, err := transports.ManualTarget("streamable_http", spec.URL, spec.Headers, spec.AllowInsecure)
+	u, header, err := httpcall.ManualTarget("streamable_http", spec.URL, spec.Headers, spec.AllowInsecure)
 	if err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, spec.timeout())
 	defer cancel()
-	ctx = transports.WithAllowInsecure(ctx, spec.AllowInsecure)
-	return transports.FetchManual(ctx, t.base.Client, t.base.Tokens, t.log, transports.ManualFetch{
+	ctx = httpclient.WithAllowInsecure(ctx, spec.AllowInsecure)
+	return httpcall.FetchManual(ctx, t.base.Client, t.base.Tokens, t.log, httpcall.ManualFetch{
 		Type: "streamable_http", Manual: tmpl.Name, Method: spec.HTTPMethod, URL: u, Header: header, Auth: auth, MaxBytes: t.cfg.MaxResponseBytes,
 	})
 }
@@ -173,11 +165,23 @@ func (t *Transport) CallTool(ctx context.Context, call *utcp.Call) (*utcp.Result
 // the server has answered 2xx; events are delivered as the body arrives
 // (see the package documentation). A 4xx answer is a *utcp.ToolError,
 // another non-2xx answer or a failure to connect a *utcp.TransportError, a
-// URL refused by transports.CheckURL invalid_template, a missing path
+// URL refused by httpclient.CheckURL invalid_template, a missing path
 // argument invalid_arguments; the end of ctx or of the template's timeout
 // returns the context's error.
 func (t *Transport) CallToolStream(ctx context.Context, call *utcp.Call) (transports.Stream, error) {
 	return t.open(ctx, call)
+}
+
+// Release does nothing: the transport keeps no per-manual state.
+func (t *Transport) Release(ctx context.Context, tmpl *utcp.CallTemplate) error {
+	return nil
+}
+
+// Close ends every open stream, closes the idle pooled connections and
+// refuses later calls with code unavailable. It is idempotent.
+func (t *Transport) Close() error {
+	t.base.Shutdown(errClosed)
+	return nil
 }
 
 func (t *Transport) open(ctx context.Context, call *utcp.Call) (*stream, error) {
@@ -187,7 +191,7 @@ func (t *Transport) open(ctx context.Context, call *utcp.Call) (*stream, error) 
 	if call == nil {
 		return nil, utcp.NewError(utcp.CodeInvalidRequest, "streamable_http: no call")
 	}
-	spec, auth, err := specOf(call.Template)
+	spec, auth, err := transports.SpecOf[Template](call.Template, Type, ParseTemplate)
 	if err != nil {
 		return nil, err
 	}
@@ -200,7 +204,7 @@ func (t *Transport) open(ctx context.Context, call *utcp.Call) (*stream, error) 
 	}
 	s := &stream{t: t, spec: spec, method: spec.HTTPMethod, url: mr.URL}
 	s.Start(ctx, t.base.Ctx, spec.timeout(), spec.AllowInsecure, errClosed, errStreamClosed)
-	resp, err := transports.SendMapped(s.Ctx, t.base.Client, t.base.Tokens, spec.HTTPMethod, mr, auth)
+	resp, err := httpcall.SendMapped(s.Ctx, t.base.Client, t.base.Tokens, spec.HTTPMethod, mr, auth)
 	if err == nil {
 		err = s.accept(resp)
 	}
@@ -229,14 +233,14 @@ const (
 
 // kindOf chooses the splitting for a response Content-Type.
 func kindOf(contentType string) kind {
-	switch transports.MediaType(contentType) {
+	switch httpcall.MediaType(contentType) {
 	case "application/x-ndjson", "application/ndjson", "application/jsonl", "application/x-jsonl",
 		"application/json-lines", "application/x-json-lines", "application/jsonlines", "application/x-jsonlines":
 		return kindNDJSON
 	case "text/event-stream":
 		return kindSSE
 	}
-	if transports.IsJSONMediaType(contentType) {
+	if httpcall.IsJSONMediaType(contentType) {
 		return kindJSON
 	}
 	return kindRaw
@@ -249,16 +253,16 @@ type stream struct {
 	method string
 	url    *url.URL
 
-	transports.HTTPCall // context, body, sticky error; Close
+	httpcall.Call // context, body, sticky error; Close
 
 	kind   kind
 	ctype  string
-	lines  *bufio.Reader         // kindNDJSON
-	line   []byte                // kindNDJSON
-	sse    *transports.SSEReader // kindSSE
-	single *utcp.Event           // kindJSON, until delivered
-	chunk  []byte                // kindRaw: the chunk buffer
-	held   int                   // kindRaw: bytes of a split character at the start of chunk
+	lines  *bufio.Reader       // kindNDJSON
+	line   []byte              // kindNDJSON
+	sse    *eventstream.Reader // kindSSE
+	single *utcp.Event         // kindJSON, until delivered
+	chunk  []byte              // kindRaw: the chunk buffer
+	held   int                 // kindRaw: bytes of a split character at the start of chunk
 }
 
 // accept takes the server's answer.
@@ -272,12 +276,12 @@ func (s *stream) accept(resp *http.Response) error {
 	case resp.StatusCode < 200 || resp.StatusCode > 299:
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, errorBodyBytes))
 		resp.Body.Close()
-		return transports.HTTPStatusError(s.method, s.url, resp.StatusCode, s.ctype, body)
+		return httpcall.StatusError(s.method, s.url, resp.StatusCode, s.ctype, body)
 	}
 	s.kind = kindOf(s.ctype)
 	switch s.kind {
 	case kindJSON:
-		body, err := transports.ReadResponseBody(resp, s.t.cfg.MaxResponseBytes)
+		body, err := httpclient.ReadResponseBody(resp, s.t.cfg.MaxResponseBytes)
 		if err != nil {
 			if errors.Is(err, transports.ErrTooLarge) {
 				return err
@@ -288,12 +292,12 @@ func (s *stream) accept(resp *http.Response) error {
 			s.kind = kindEmpty
 			return nil
 		}
-		s.single = &utcp.Event{Data: transports.DecodeBody(s.ctype, body)}
+		s.single = &utcp.Event{Data: httpcall.DecodeBody(s.ctype, body)}
 		return nil
 	case kindNDJSON:
 		s.lines = bufio.NewReaderSize(resp.Body, 32<<10)
 	case kindSSE:
-		s.sse = transports.NewSSEReader(resp.Body, s.t.cfg.MaxEventBytes)
+		s.sse = eventstream.NewReader(resp.Body, s.t.cfg.MaxEventBytes)
 	case kindRaw:
 		s.chunk = make([]byte, max(s.spec.ChunkSize, 1))
 	}
@@ -303,7 +307,7 @@ func (s *stream) accept(resp *http.Response) error {
 
 // dropped is the error for a body that broke before its end.
 func (s *stream) dropped(err error) error {
-	return &utcp.TransportError{Err: fmt.Errorf("%s %s: the connection broke before the response ended: %w", s.method, transports.RedactURL(s.url), err)}
+	return &utcp.TransportError{Err: fmt.Errorf("%s %s: the connection broke before the response ended: %w", s.method, utcp.RedactURL(s.url), err)}
 }
 
 // ctxErr is the error for a stream whose context ended: the stream's or
@@ -313,7 +317,7 @@ func (s *stream) ctxErr() error {
 	if errors.Is(cause, errStreamClosed) || errors.Is(cause, errClosed) {
 		return cause
 	}
-	return fmt.Errorf("streamable_http %s: %w", transports.RedactURL(s.url), cause)
+	return fmt.Errorf("streamable_http %s: %w", utcp.RedactURL(s.url), cause)
 }
 
 // readErr classifies an error of the body: the end of the context, a cap,
@@ -381,7 +385,7 @@ func (s *stream) nextLine() (*utcp.Event, error) {
 		text := bytes.TrimSpace(s.line)
 		if len(text) > 0 {
 			s.LastBytes = len(text)
-			if v, ok := transports.DecodeJSONValue(text); ok {
+			if v, ok := jsonx.DecodeValue(text); ok {
 				return &utcp.Event{Data: v}, nil
 			}
 			return &utcp.Event{Data: string(text)}, nil
@@ -403,7 +407,7 @@ func (s *stream) nextEvent() (*utcp.Event, error) {
 	}
 	s.LastBytes = len(ev.Data)
 	var data any = ev.Data
-	if v, ok := transports.DecodeJSONValue([]byte(ev.Data)); ok {
+	if v, ok := jsonx.DecodeValue([]byte(ev.Data)); ok {
 		data = v
 	}
 	return &utcp.Event{Type: ev.Type, ID: ev.ID, Data: data}, nil

@@ -43,7 +43,7 @@ func TestConformanceLengthPrefix(t *testing.T) {
 	transporttest.Run(t, transporttest.Harness{
 		Info: tcp.Info,
 		Serve: func(t *testing.T, f *fixture.Fixture) json.RawMessage {
-			_, fields := serveFixture(t, f, tcpserver.Options{Framing: tcp.Framing{Strategy: tcp.FramingLengthPrefix, PrefixBytes: 8, LittleEndian: true}})
+			_, fields := serveFixture(t, f, tcpserver.Options{Framing: tcpserver.Framing{PrefixBytes: 8, LittleEndian: true}})
 			delete(fields, "call_template_type")
 			return transporttest.Template(t, tcp.Type, fields)
 		},

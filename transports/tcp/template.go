@@ -11,7 +11,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/utcpd/utcpd/internal/jsonx"
 	"github.com/utcpd/utcpd/transports"
+	"github.com/utcpd/utcpd/transports/internal/socket"
 	"github.com/utcpd/utcpd/utcp"
 )
 
@@ -118,7 +120,7 @@ type Template struct {
 
 // Validate checks the template as written. Errors name the field.
 func (t *Template) Validate() error {
-	if err := transports.ValidateSocketTemplate(t.Host, t.Port, t.Timeout, t.RequestDataFormat, t.Envelope, t.ResponseFormat, t.ResponseByteFormat); err != nil {
+	if err := socket.ValidateTemplate(t.Host, t.Port, t.Timeout, t.RequestDataFormat, t.Envelope, t.ResponseFormat, t.ResponseByteFormat); err != nil {
 		return err
 	}
 	switch t.FramingStrategy {
@@ -247,19 +249,13 @@ func ParseTemplate(raw json.RawMessage) (utcp.CallTemplate, error) {
 	if err != nil {
 		return tmpl, err
 	}
-	spec.rawBytes = transports.ExplicitNull(raw, "response_byte_format")
+	spec.rawBytes = jsonx.ExplicitNull(raw, "response_byte_format")
 	return tmpl, nil
-}
-
-// specOf returns the *Template of tmpl, parsing Raw when Spec is unset.
-func specOf(tmpl *utcp.CallTemplate) (*Template, error) {
-	spec, _, err := transports.SpecOf[Template](tmpl, Type, ParseTemplate)
-	return spec, err
 }
 
 // checkHost refuses hosts that are not loopback unless allow_insecure.
 func checkHost(t *Template) error {
-	return transports.CheckSocketHost("tcp", "TCP", t.Host, t.AllowInsecure)
+	return socket.CheckHost("tcp", "TCP", t.Host, t.AllowInsecure)
 }
 
 func joinHostPort(host string, port int) string { return net.JoinHostPort(host, strconv.Itoa(port)) }
@@ -272,5 +268,5 @@ func joinHostPort(host string, port int) string { return net.JoinHostPort(host, 
 // argument values by spaces in the order of their names. A placeholder
 // naming a missing argument is an invalid_arguments error naming it.
 func RenderRequest(format, tmpl string, args map[string]any) ([]byte, error) {
-	return transports.RenderSocketRequest("tcp", format, tmpl, args)
+	return socket.RenderRequest("tcp", format, tmpl, args)
 }

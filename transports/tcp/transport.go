@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -16,8 +15,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/utcpd/utcpd/internal/jsonx"
 	"github.com/utcpd/utcpd/internal/netguard"
 	"github.com/utcpd/utcpd/transports"
+	"github.com/utcpd/utcpd/transports/internal/envelope"
+	"github.com/utcpd/utcpd/transports/internal/socket"
 	"github.com/utcpd/utcpd/utcp"
 )
 
@@ -39,24 +41,24 @@ var (
 
 // The frame types of the utcpd envelope (see the package documentation).
 const (
-	FrameCall     = transports.FrameCall     // client → server: run a tool
-	FrameCancel   = transports.FrameCancel   // client → server: the caller gave up
-	FrameDiscover = transports.FrameDiscover // client → server: send your manual
-	FrameResult   = transports.FrameResult   // server → client: the whole result; ends the call
-	FrameEvent    = transports.FrameEvent    // server → client: one streamed item
-	FrameEnd      = transports.FrameEnd      // server → client: the stream is over
-	FrameError    = transports.FrameError    // server → client: the call failed; ends the call
-	FrameManual   = transports.FrameManual   // server → client: the manual asked for
+	FrameCall     = envelope.FrameCall     // client → server: run a tool
+	FrameCancel   = envelope.FrameCancel   // client → server: the caller gave up
+	FrameDiscover = envelope.FrameDiscover // client → server: send your manual
+	FrameResult   = envelope.FrameResult   // server → client: the whole result; ends the call
+	FrameEvent    = envelope.FrameEvent    // server → client: one streamed item
+	FrameEnd      = envelope.FrameEnd      // server → client: the stream is over
+	FrameError    = envelope.FrameError    // server → client: the call failed; ends the call
+	FrameManual   = envelope.FrameManual   // server → client: the manual asked for
 )
 
 // Frame is one message of the utcpd envelope, JSON in one frame of the
 // template's framing. Clients send call, cancel and utcp frames; servers
 // answer with result, event, end, error and manual frames carrying the id
 // of the request.
-type Frame = transports.Frame
+type Frame = envelope.Frame
 
 // WireError is the error object of an error frame.
-type WireError = transports.WireError
+type WireError = envelope.WireError
 
 // Framing delimits frames on a byte stream, in both directions. The zero
 // value is FramingStream.
@@ -263,7 +265,7 @@ func New(opts transports.Options) (*Transport, error) {
 	var cfg Config
 	log, err := transports.DecodeConfig(opts, "tcp", &cfg)
 	if err != nil {
-		return nil, utcp.NewError(utcp.CodeInvalidConfig, "tcp: config: %v", err)
+		return nil, utcp.Errorf(utcp.CodeInvalidConfig, "tcp: config: %w", err)
 	}
 	t := &Transport{log: log, maxIdle: cfg.MaxIdle, idleTimeout: time.Duration(cfg.IdleTimeout * float64(time.Millisecond)),
 		idle: map[string][]*conn{}, open: map[*conn]struct{}{}}
@@ -278,18 +280,83 @@ func New(opts transports.Options) (*Transport, error) {
 
 var errClosed = utcp.NewError(utcp.CodeUnavailable, "tcp: transport closed")
 
-// Close closes every connection; calls in flight fail with unavailable.
-// It is idempotent.
-func (t *Transport) Close() error {
+// RegisterManual sends the discovery request {"type":"utcp"} (with an id
+// in envelope mode) and reads one answer: an envelope manual frame, or a
+// bare UTCP manual. Anything else is discovery_failed.
+func (t *Transport) RegisterManual(ctx context.Context, tmpl *utcp.CallTemplate) (*utcp.Manual, error) {
+	spec, _, err := transports.SpecOf[Template](tmpl, Type, ParseTemplate)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkHost(spec); err != nil {
+		return nil, err
+	}
+	m, err := t.discover(ctx, tmpl.Name, spec)
+	if err != nil {
+		return nil, err
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.closed = true
-	for c := range t.open {
-		_ = c.nc.Close()
+	if t.closed {
+		return nil, errClosed
 	}
-	clear(t.open)
-	clear(t.idle)
-	return nil
+	return m, nil
+}
+
+// CallTool runs one tool call and waits for its whole result. In
+// envelope mode it returns the result frame's value, or the data of the
+// event frames as a list when the call ends with an end frame; an error
+// frame is a *utcp.ToolError (tool_not_found when its code says so).
+// Otherwise it returns the first answer frame converted by
+// response_format. A broken, garbled or oversized answer is a
+// transport_error or payload_too_large; the end of ctx or of the
+// template's timeout returns the context's error.
+func (t *Transport) CallTool(ctx context.Context, call *utcp.Call) (*utcp.Result, error) {
+	x, err := t.start(ctx, call)
+	if err != nil {
+		return nil, err
+	}
+	if !x.spec.Envelope {
+		data, err := x.read()
+		x.finish(err == nil)
+		if err != nil {
+			return nil, err
+		}
+		v, err := socket.ConvertResponse("tcp", x.spec.responseFormat(), data)
+		if err != nil {
+			return nil, err
+		}
+		return &utcp.Result{Value: v}, nil
+	}
+	v, ended, err := envelope.Collect(x.next, "tcp", x.spec.maxResponse())
+	x.finish(ended)
+	if err != nil {
+		return nil, err
+	}
+	return &utcp.Result{Value: v}, nil
+}
+
+// CallToolStream starts one call. In envelope mode each event frame is an
+// event, a result frame one last event, and the end frame io.EOF; Close
+// before the end closes the connection, which tells the server the caller
+// went away. Without the envelope the whole answer is one event.
+func (t *Transport) CallToolStream(ctx context.Context, call *utcp.Call) (transports.Stream, error) {
+	spec, _, err := transports.SpecOf[Template](call.Template, Type, ParseTemplate)
+	if err != nil {
+		return nil, err
+	}
+	if !spec.Envelope {
+		res, err := t.CallTool(ctx, call)
+		if err != nil {
+			return nil, err
+		}
+		return transports.SingleEvent(&utcp.Event{Data: res.Value}), nil
+	}
+	x, err := t.start(ctx, call)
+	if err != nil {
+		return nil, err
+	}
+	return envelope.NewStream("tcp", x.next, x.finish, nil), nil
 }
 
 // Release closes the manual's pooled connections (transports.Count calls
@@ -313,27 +380,18 @@ func (t *Transport) Release(_ context.Context, tmpl *utcp.CallTemplate) error {
 	return nil
 }
 
-// RegisterManual sends the discovery request {"type":"utcp"} (with an id
-// in envelope mode) and reads one answer: an envelope manual frame, or a
-// bare UTCP manual. Anything else is discovery_failed.
-func (t *Transport) RegisterManual(ctx context.Context, tmpl *utcp.CallTemplate) (*utcp.Manual, error) {
-	spec, err := specOf(tmpl)
-	if err != nil {
-		return nil, err
-	}
-	if err := checkHost(spec); err != nil {
-		return nil, err
-	}
-	m, err := t.discover(ctx, tmpl.Name, spec)
-	if err != nil {
-		return nil, err
-	}
+// Close closes every connection; calls in flight fail with unavailable.
+// It is idempotent.
+func (t *Transport) Close() error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.closed {
-		return nil, errClosed
+	t.closed = true
+	for c := range t.open {
+		_ = c.nc.Close()
 	}
-	return m, nil
+	clear(t.open)
+	clear(t.idle)
+	return nil
 }
 
 func (t *Transport) discover(ctx context.Context, manual string, spec *Template) (*utcp.Manual, error) {
@@ -344,7 +402,7 @@ func (t *Transport) discover(ctx context.Context, manual string, spec *Template)
 	if spec.Envelope {
 		req.ID = strconv.FormatUint(t.seq.Add(1), 10)
 	}
-	payload, _ := transports.MarshalJSON(req)
+	payload, _ := jsonx.Marshal(req)
 	x, err := t.begin(ctx, manual, spec, payload, req.ID)
 	if err != nil {
 		if ctx.Err() != nil || utcp.CodeOf(err) != utcp.CodeTransportError {
@@ -360,94 +418,14 @@ func (t *Transport) discover(ctx context.Context, manual string, spec *Template)
 		}
 		return nil, fail("%w", err)
 	}
-	return transports.SocketManual(data, fail, t.log, manual, spec.addr())
-}
-
-// CallTool runs one tool call and waits for its whole result. In
-// envelope mode it returns the result frame's value, or the data of the
-// event frames as a list when the call ends with an end frame; an error
-// frame is a *utcp.ToolError (tool_not_found when its code says so).
-// Otherwise it returns the first answer frame converted by
-// response_format. A broken, garbled or oversized answer is a
-// transport_error or payload_too_large; the end of ctx or of the
-// template's timeout returns the context's error.
-func (t *Transport) CallTool(ctx context.Context, call *utcp.Call) (*utcp.Result, error) {
-	x, err := t.start(ctx, call)
-	if err != nil {
-		return nil, err
-	}
-	if !x.spec.Envelope {
-		data, err := x.read()
-		x.finish(err == nil)
-		if err != nil {
-			return nil, err
-		}
-		v, err := transports.ConvertResponse("tcp", x.spec.responseFormat(), data)
-		if err != nil {
-			return nil, err
-		}
-		return &utcp.Result{Value: v}, nil
-	}
-	var events []any
-	var size int64
-	for {
-		f, err := x.next()
-		if err != nil {
-			x.finish(false)
-			return nil, err
-		}
-		switch f.Type {
-		case FrameResult:
-			x.finish(true)
-			return &utcp.Result{Value: transports.DecodeOptionalJSON(f.Result)}, nil
-		case FrameEvent:
-			size += int64(len(f.Data))
-			if size > x.spec.maxResponse() {
-				x.finish(false)
-				return nil, transports.TooLarge(x.spec.maxResponse())
-			}
-			events = append(events, transports.DecodeOptionalJSON(f.Data))
-		case FrameEnd:
-			x.finish(true)
-			if events == nil {
-				events = []any{}
-			}
-			return &utcp.Result{Value: events}, nil
-		case FrameError:
-			x.finish(true)
-			return nil, transports.DecodeWireError(f.Error).CallError("tcp")
-		}
-	}
-}
-
-// CallToolStream starts one call. In envelope mode each event frame is an
-// event, a result frame one last event, and the end frame io.EOF; Close
-// before the end closes the connection, which tells the server the caller
-// went away. Without the envelope the whole answer is one event.
-func (t *Transport) CallToolStream(ctx context.Context, call *utcp.Call) (transports.Stream, error) {
-	spec, err := specOf(call.Template)
-	if err != nil {
-		return nil, err
-	}
-	if !spec.Envelope {
-		res, err := t.CallTool(ctx, call)
-		if err != nil {
-			return nil, err
-		}
-		return transports.SingleEvent(&utcp.Event{Data: res.Value}), nil
-	}
-	x, err := t.start(ctx, call)
-	if err != nil {
-		return nil, err
-	}
-	return &stream{x: x}, nil
+	return envelope.ReadManual(data, fail, t.log, manual, spec.addr())
 }
 
 func (t *Transport) start(ctx context.Context, call *utcp.Call) (*exchange, error) {
 	if call == nil {
 		return nil, utcp.NewError(utcp.CodeInvalidRequest, "tcp: no call")
 	}
-	spec, err := specOf(call.Template)
+	spec, _, err := transports.SpecOf[Template](call.Template, Type, ParseTemplate)
 	if err != nil {
 		return nil, err
 	}
@@ -458,7 +436,7 @@ func (t *Transport) start(ctx context.Context, call *utcp.Call) (*exchange, erro
 	var id string
 	if spec.Envelope {
 		id = strconv.FormatUint(t.seq.Add(1), 10)
-		if payload, err = transports.EnvelopeCall("tcp", id, call.Name, call.Arguments); err != nil {
+		if payload, err = envelope.EncodeCall("tcp", id, call.Name, call.Arguments); err != nil {
 			return nil, err
 		}
 	} else if payload, err = RenderRequest(spec.RequestDataFormat, spec.RequestDataTemplate, call.Arguments); err != nil {
@@ -476,7 +454,7 @@ func (t *Transport) begin(ctx context.Context, manual string, spec *Template, pa
 	fr := FramingOf(spec)
 	framed, err := fr.Append(make([]byte, 0, len(payload)+16), payload)
 	if err != nil {
-		return nil, utcp.NewError(utcp.CodeInvalidArguments, "%v", err)
+		return nil, utcp.Errorf(utcp.CodeInvalidArguments, "%w", err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, spec.timeout())
 	key := poolKey(manual, spec)
@@ -637,96 +615,8 @@ func (x *exchange) wrap(err error, doing string) error {
 	return &utcp.TransportError{Err: fmt.Errorf("tcp: %s from %s: %w", doing, x.spec.addr(), err)}
 }
 
-// wireFrame is an envelope frame as read.
-type wireFrame struct {
-	Type   string          `json:"type"`
-	ID     json.RawMessage `json:"id"`
-	Result json.RawMessage `json:"result"`
-	Event  string          `json:"event"`
-	Data   json.RawMessage `json:"data"`
-	Error  json.RawMessage `json:"error"`
-}
-
-// next reads envelope frames until one belongs to this call. A frame that
-// is not an envelope is a transport_error quoting it.
-func (x *exchange) next() (*wireFrame, error) {
-	for {
-		data, err := x.read()
-		if err != nil {
-			return nil, err
-		}
-		var f wireFrame
-		if json.Unmarshal(data, &f) != nil || f.Type == "" {
-			return nil, &utcp.TransportError{Err: fmt.Errorf("tcp: %s answered something that is not a utcpd envelope frame: %s", x.spec.addr(), transports.Excerpt(data))}
-		}
-		switch f.Type {
-		case FrameResult, FrameEvent, FrameEnd, FrameError:
-		default:
-			return nil, &utcp.TransportError{Err: fmt.Errorf("tcp: %s answered a frame of unknown type %q", x.spec.addr(), f.Type)}
-		}
-		if transports.FrameID(f.ID) != x.id {
-			continue // a late answer for an earlier call
-		}
-		return &f, nil
-	}
-}
-
-// stream is one envelope call read event by event.
-type stream struct {
-	x    *exchange
-	mu   sync.Mutex
-	done bool
-	err  error // returned by Recv once done
-}
-
-// Recv returns the next event, io.EOF after the end frame (or after a
-// result frame's event), or the error that ended the call.
-func (s *stream) Recv() (*utcp.Event, error) {
-	s.mu.Lock()
-	if s.done {
-		err := s.err
-		s.mu.Unlock()
-		return nil, err
-	}
-	s.mu.Unlock()
-	f, err := s.x.next()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.done {
-		return nil, s.err
-	}
-	if err != nil {
-		s.end(err, false)
-		return nil, err
-	}
-	switch f.Type {
-	case FrameEvent:
-		return &utcp.Event{Type: f.Event, Data: transports.DecodeOptionalJSON(f.Data)}, nil
-	case FrameResult:
-		s.end(io.EOF, true)
-		return &utcp.Event{Data: transports.DecodeOptionalJSON(f.Result)}, nil
-	case FrameEnd:
-		s.end(io.EOF, true)
-		return nil, io.EOF
-	}
-	err = transports.DecodeWireError(f.Error).CallError("tcp")
-	s.end(err, true)
-	return nil, err
-}
-
-func (s *stream) end(err error, reusable bool) {
-	s.done = true
-	s.err = err
-	s.x.finish(reusable)
-}
-
-// Close ends the call; before its end it closes the connection, so the
-// server sees the caller go away. It is idempotent.
-func (s *stream) Close() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !s.done {
-		s.end(utcp.NewError(utcp.CodeCanceled, "tcp: stream closed"), false)
-	}
-	return nil
+// next reads envelope frames until one belongs to this call (see
+// envelope.NextAnswer).
+func (x *exchange) next() (*envelope.Answer, error) {
+	return envelope.NextAnswer(x.read, "tcp", "frame", x.spec.addr(), x.id)
 }

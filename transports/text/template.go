@@ -9,6 +9,9 @@ import (
 	"github.com/utcpd/utcpd/utcp"
 )
 
+// Type is the call_template_type this package implements.
+const Type = "text"
+
 // Template is the text-specific part of a call template
 // (call_template_type "text").
 type Template struct {
@@ -42,7 +45,10 @@ func (t *Template) Validate() error {
 	return nil
 }
 
-func parseTemplate(raw json.RawMessage) (utcp.CallTemplate, error) {
+// ParseTemplate decodes a text call template: the base fields and the
+// Template fields (unknown ones warn with a did-you-mean, see
+// transports.DecodeTemplate). A template with auth is invalid_template.
+func ParseTemplate(raw json.RawMessage) (utcp.CallTemplate, error) {
 	tmpl, err := transports.DecodeTemplate(raw, &Template{})
 	if err != nil {
 		return tmpl, err

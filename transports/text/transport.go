@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"sync/atomic"
 
+	"github.com/utcpd/utcpd/internal/jsonx"
 	"github.com/utcpd/utcpd/manuals"
 	"github.com/utcpd/utcpd/transports"
 	"github.com/utcpd/utcpd/utcp"
@@ -13,8 +14,8 @@ import (
 
 // Info describes the text transport to a transports.Registry.
 var Info = transports.Info{
-	Type:          "text",
-	ParseTemplate: parseTemplate,
+	Type:          Type,
+	ParseTemplate: ParseTemplate,
 	New: func(opts transports.Options) (transports.Transport, error) {
 		return New(opts), nil
 	},
@@ -54,7 +55,7 @@ var errClosed = utcp.NewError(utcp.CodeUnavailable, "text: transport closed")
 // document (converted) or a UTCP manual. Failures are discovery_failed
 // errors that name the problem.
 func (t *Transport) RegisterManual(ctx context.Context, tmpl *utcp.CallTemplate) (*utcp.Manual, error) {
-	spec, err := specOf(tmpl)
+	spec, _, err := transports.SpecOf[Template](tmpl, Type, ParseTemplate)
 	if err != nil {
 		return nil, err
 	}
@@ -73,6 +74,33 @@ func (t *Transport) RegisterManual(ctx context.Context, tmpl *utcp.CallTemplate)
 		return nil, &utcp.Error{Code: utcp.CodeDiscoveryFailed, Message: fmt.Sprintf("text: manual %s: content: %v", tmpl.Name, err), Err: err}
 	}
 	return m, nil
+}
+
+// CallTool returns the tool template's content: decoded JSON when it
+// parses, else the text. The arguments are ignored.
+func (t *Transport) CallTool(ctx context.Context, call *utcp.Call) (*utcp.Result, error) {
+	spec, _, err := transports.SpecOf[Template](call.Template, Type, ParseTemplate)
+	if err != nil {
+		return nil, err
+	}
+	if t.closed.Load() {
+		return nil, errClosed
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("text: tool %s: %w", call.Tool, err)
+	}
+	return &utcp.Result{Value: decodeContent([]byte(spec.Content))}, nil
+}
+
+// Release does nothing: the text transport keeps no per-manual state.
+func (t *Transport) Release(ctx context.Context, tmpl *utcp.CallTemplate) error {
+	return nil
+}
+
+// Close marks the transport closed. It is idempotent.
+func (t *Transport) Close() error {
+	t.closed.Store(true)
+	return nil
 }
 
 // parseDocument reads a manual document: data decoded as JSON, else
@@ -102,49 +130,11 @@ func parseDocument(data []byte, opts manuals.OpenAPIOptions, log *slog.Logger) (
 	return m, nil
 }
 
-// Release does nothing: the text transport keeps no per-manual state.
-func (t *Transport) Release(ctx context.Context, tmpl *utcp.CallTemplate) error {
-	return nil
-}
-
-// CallTool returns the tool template's content: decoded JSON when it
-// parses, else the text. The arguments are ignored.
-func (t *Transport) CallTool(ctx context.Context, call *utcp.Call) (*utcp.Result, error) {
-	spec, err := specOf(call.Template)
-	if err != nil {
-		return nil, err
-	}
-	if t.closed.Load() {
-		return nil, errClosed
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("text: tool %s: %w", call.Tool, err)
-	}
-	return &utcp.Result{Value: decodeContent([]byte(spec.Content))}, nil
-}
-
 // decodeContent returns data decoded as one JSON value (numbers as
 // json.Number) when it is valid JSON, else data as a string.
 func decodeContent(data []byte) any {
-	if v, ok := transports.DecodeJSONValue(data); ok {
+	if v, ok := jsonx.DecodeValue(data); ok {
 		return v
 	}
 	return string(data)
-}
-
-// Close marks the transport closed. It is idempotent.
-func (t *Transport) Close() error {
-	t.closed.Store(true)
-	return nil
-}
-
-func specOf(tmpl *utcp.CallTemplate) (*Template, error) {
-	if tmpl == nil {
-		return nil, utcp.Errorf(utcp.CodeInvalidTemplate, "text: no call template: %w", transports.ErrInvalidTemplate)
-	}
-	spec, ok := tmpl.Spec.(*Template)
-	if !ok || spec == nil {
-		return nil, utcp.Errorf(utcp.CodeInvalidTemplate, "text: call template %q was not parsed by the text transport (Spec is %T): %w", tmpl.Name, tmpl.Spec, transports.ErrInvalidTemplate)
-	}
-	return spec, nil
 }

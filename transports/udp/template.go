@@ -8,7 +8,9 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/utcpd/utcpd/internal/jsonx"
 	"github.com/utcpd/utcpd/transports"
+	"github.com/utcpd/utcpd/transports/internal/socket"
 	"github.com/utcpd/utcpd/utcp"
 )
 
@@ -91,7 +93,7 @@ type Template struct {
 
 // Validate checks the template as written. Errors name the field.
 func (t *Template) Validate() error {
-	if err := transports.ValidateSocketTemplate(t.Host, t.Port, t.Timeout, t.RequestDataFormat, t.Envelope, t.ResponseFormat, t.ResponseByteFormat); err != nil {
+	if err := socket.ValidateTemplate(t.Host, t.Port, t.Timeout, t.RequestDataFormat, t.Envelope, t.ResponseFormat, t.ResponseByteFormat); err != nil {
 		return err
 	}
 	if n := t.NumberOfResponseDatagrams; n != nil && (*n < 0 || *n > 1024) {
@@ -151,19 +153,13 @@ func ParseTemplate(raw json.RawMessage) (utcp.CallTemplate, error) {
 	if err != nil {
 		return tmpl, err
 	}
-	spec.rawBytes = transports.ExplicitNull(raw, "response_byte_format")
+	spec.rawBytes = jsonx.ExplicitNull(raw, "response_byte_format")
 	return tmpl, nil
-}
-
-// specOf returns the *Template of tmpl, parsing Raw when Spec is unset.
-func specOf(tmpl *utcp.CallTemplate) (*Template, error) {
-	spec, _, err := transports.SpecOf[Template](tmpl, Type, ParseTemplate)
-	return spec, err
 }
 
 // checkHost refuses hosts that are not loopback unless allow_insecure.
 func checkHost(t *Template) error {
-	return transports.CheckSocketHost("udp", "UDP", t.Host, t.AllowInsecure)
+	return socket.CheckHost("udp", "UDP", t.Host, t.AllowInsecure)
 }
 
 // RenderRequest builds the request datagram of a call without the
@@ -174,5 +170,5 @@ func checkHost(t *Template) error {
 // empty. A placeholder naming a missing argument is an invalid_arguments
 // error naming it.
 func RenderRequest(format, tmpl string, args map[string]any) ([]byte, error) {
-	return transports.RenderSocketRequest("udp", format, tmpl, args)
+	return socket.RenderRequest("udp", format, tmpl, args)
 }

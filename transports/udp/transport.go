@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"strconv"
@@ -14,8 +13,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/utcpd/utcpd/internal/jsonx"
 	"github.com/utcpd/utcpd/internal/netguard"
 	"github.com/utcpd/utcpd/transports"
+	"github.com/utcpd/utcpd/transports/internal/envelope"
+	"github.com/utcpd/utcpd/transports/internal/socket"
 	"github.com/utcpd/utcpd/utcp"
 )
 
@@ -39,21 +41,21 @@ var (
 // (see the package documentation). They are the tcp and websocket
 // transports' frame types.
 const (
-	FrameCall     = transports.FrameCall     // client → server: run a tool
-	FrameCancel   = transports.FrameCancel   // client → server: the caller gave up
-	FrameDiscover = transports.FrameDiscover // client → server: send your manual
-	FrameResult   = transports.FrameResult   // server → client: the whole result; ends the call
-	FrameEvent    = transports.FrameEvent    // server → client: one streamed item
-	FrameEnd      = transports.FrameEnd      // server → client: the stream is over
-	FrameError    = transports.FrameError    // server → client: the call failed; ends the call
-	FrameManual   = transports.FrameManual   // server → client: the manual asked for
+	FrameCall     = envelope.FrameCall     // client → server: run a tool
+	FrameCancel   = envelope.FrameCancel   // client → server: the caller gave up
+	FrameDiscover = envelope.FrameDiscover // client → server: send your manual
+	FrameResult   = envelope.FrameResult   // server → client: the whole result; ends the call
+	FrameEvent    = envelope.FrameEvent    // server → client: one streamed item
+	FrameEnd      = envelope.FrameEnd      // server → client: the stream is over
+	FrameError    = envelope.FrameError    // server → client: the call failed; ends the call
+	FrameManual   = envelope.FrameManual   // server → client: the manual asked for
 )
 
 // Frame is one datagram of the utcpd envelope.
-type Frame = transports.Frame
+type Frame = envelope.Frame
 
 // WireError is the error object of an error frame.
-type WireError = transports.WireError
+type WireError = envelope.WireError
 
 // Transport is the udp transport. It is safe for concurrent use. Each
 // call uses a connected UDP socket of its own while it runs, so
@@ -86,47 +88,12 @@ func New(opts transports.Options) (*Transport, error) {
 
 var errClosed = utcp.NewError(utcp.CodeUnavailable, "udp: transport closed")
 
-// Close closes every socket; calls in flight fail with unavailable. It is
-// idempotent.
-func (t *Transport) Close() error {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.closed = true
-	for c := range t.open {
-		_ = c.Close()
-	}
-	clear(t.open)
-	clear(t.idle)
-	return nil
-}
-
-// Release closes the manual's idle sockets (transports.Count calls it
-// when the manual's last registration ends).
-func (t *Transport) Release(_ context.Context, tmpl *utcp.CallTemplate) error {
-	if tmpl == nil {
-		return nil
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	prefix := tmpl.Name + "\x00"
-	for k, cs := range t.idle {
-		if strings.HasPrefix(k, prefix) {
-			for _, c := range cs {
-				_ = c.Close()
-				delete(t.open, c)
-			}
-			delete(t.idle, k)
-		}
-	}
-	return nil
-}
-
 // RegisterManual sends the discovery datagram {"type":"utcp"} (with an id
 // in envelope mode) and reads one answer: an envelope manual frame or a
 // bare UTCP manual. Anything else, or silence until the timeout, is
 // discovery_failed (the timeout as the context's error).
 func (t *Transport) RegisterManual(ctx context.Context, tmpl *utcp.CallTemplate) (*utcp.Manual, error) {
-	spec, err := specOf(tmpl)
+	spec, _, err := transports.SpecOf[Template](tmpl, Type, ParseTemplate)
 	if err != nil {
 		return nil, err
 	}
@@ -140,7 +107,7 @@ func (t *Transport) RegisterManual(ctx context.Context, tmpl *utcp.CallTemplate)
 	if spec.Envelope {
 		req.ID = strconv.FormatUint(t.seq.Add(1), 10)
 	}
-	payload, _ := transports.MarshalJSON(req)
+	payload, _ := jsonx.Marshal(req)
 	x, err := t.begin(ctx, tmpl.Name, spec, payload, req.ID)
 	if err != nil {
 		return nil, err
@@ -153,7 +120,7 @@ func (t *Transport) RegisterManual(ctx context.Context, tmpl *utcp.CallTemplate)
 		}
 		return nil, err
 	}
-	m, err := transports.SocketManual(data, fail, t.log, tmpl.Name, spec.addr())
+	m, err := envelope.ReadManual(data, fail, t.log, tmpl.Name, spec.addr())
 	if err != nil {
 		return nil, err
 	}
@@ -180,61 +147,42 @@ func (t *Transport) CallTool(ctx context.Context, call *utcp.Call) (*utcp.Result
 	if err != nil {
 		return nil, err
 	}
-	clean := false
-	defer func() { x.finish(clean) }()
-	if !x.spec.Envelope {
-		n := x.spec.datagrams()
-		var vals []any
-		var size int64
-		for range n {
-			data, err := x.read()
-			if err != nil {
-				return nil, err
-			}
-			if size += int64(len(data)); size > x.spec.maxResponse() {
-				return nil, transports.TooLarge(x.spec.maxResponse())
-			}
-			v, err := transports.ConvertResponse("udp", x.spec.responseFormat(), data)
-			if err != nil {
-				return nil, err
-			}
-			vals = append(vals, v)
-		}
-		switch n {
-		case 0:
-			return &utcp.Result{}, nil
-		case 1:
-			return &utcp.Result{Value: vals[0]}, nil
-		}
-		return &utcp.Result{Value: vals}, nil
-	}
-	var events []any
-	var size int64
-	for {
-		f, err := x.next()
-		if err != nil {
+	if x.spec.Envelope {
+		v, ended, err := envelope.Collect(x.next, "udp", x.spec.maxResponse())
+		if !ended {
 			x.sendCancel()
+		}
+		x.finish(ended)
+		if err != nil {
 			return nil, err
 		}
-		clean = f.Type != FrameEvent
-		switch f.Type {
-		case FrameResult:
-			return &utcp.Result{Value: transports.DecodeOptionalJSON(f.Result)}, nil
-		case FrameEvent:
-			if size += int64(len(f.Data)); size > x.spec.maxResponse() {
-				x.sendCancel()
-				return nil, transports.TooLarge(x.spec.maxResponse())
-			}
-			events = append(events, transports.DecodeOptionalJSON(f.Data))
-		case FrameEnd:
-			if events == nil {
-				events = []any{}
-			}
-			return &utcp.Result{Value: events}, nil
-		case FrameError:
-			return nil, transports.DecodeWireError(f.Error).CallError("udp")
-		}
+		return &utcp.Result{Value: v}, nil
 	}
+	defer x.finish(false) // a socket without the envelope is never reused
+	n := x.spec.datagrams()
+	var vals []any
+	var size int64
+	for range n {
+		data, err := x.read()
+		if err != nil {
+			return nil, err
+		}
+		if size += int64(len(data)); size > x.spec.maxResponse() {
+			return nil, transports.TooLarge(x.spec.maxResponse())
+		}
+		v, err := socket.ConvertResponse("udp", x.spec.responseFormat(), data)
+		if err != nil {
+			return nil, err
+		}
+		vals = append(vals, v)
+	}
+	switch n {
+	case 0:
+		return &utcp.Result{}, nil
+	case 1:
+		return &utcp.Result{Value: vals[0]}, nil
+	}
+	return &utcp.Result{Value: vals}, nil
 }
 
 // CallToolStream starts one call. In envelope mode each event datagram is
@@ -242,7 +190,7 @@ func (t *Transport) CallTool(ctx context.Context, call *utcp.Call) (*utcp.Result
 // io.EOF; Close before the end sends a cancel datagram (best effort: UDP
 // may lose it). Without the envelope the whole answer is one event.
 func (t *Transport) CallToolStream(ctx context.Context, call *utcp.Call) (transports.Stream, error) {
-	spec, err := specOf(call.Template)
+	spec, _, err := transports.SpecOf[Template](call.Template, Type, ParseTemplate)
 	if err != nil {
 		return nil, err
 	}
@@ -257,14 +205,49 @@ func (t *Transport) CallToolStream(ctx context.Context, call *utcp.Call) (transp
 	if err != nil {
 		return nil, err
 	}
-	return &stream{x: x}, nil
+	return envelope.NewStream("udp", x.next, x.finish, x.sendCancel), nil
+}
+
+// Release closes the manual's idle sockets (transports.Count calls it
+// when the manual's last registration ends).
+func (t *Transport) Release(_ context.Context, tmpl *utcp.CallTemplate) error {
+	if tmpl == nil {
+		return nil
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	prefix := tmpl.Name + "\x00"
+	for k, cs := range t.idle {
+		if strings.HasPrefix(k, prefix) {
+			for _, c := range cs {
+				_ = c.Close()
+				delete(t.open, c)
+			}
+			delete(t.idle, k)
+		}
+	}
+	return nil
+}
+
+// Close closes every socket; calls in flight fail with unavailable. It is
+// idempotent.
+func (t *Transport) Close() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.closed = true
+	for c := range t.open {
+		_ = c.Close()
+	}
+	clear(t.open)
+	clear(t.idle)
+	return nil
 }
 
 func (t *Transport) start(ctx context.Context, call *utcp.Call) (*exchange, error) {
 	if call == nil {
 		return nil, utcp.NewError(utcp.CodeInvalidRequest, "udp: no call")
 	}
-	spec, err := specOf(call.Template)
+	spec, _, err := transports.SpecOf[Template](call.Template, Type, ParseTemplate)
 	if err != nil {
 		return nil, err
 	}
@@ -275,7 +258,7 @@ func (t *Transport) start(ctx context.Context, call *utcp.Call) (*exchange, erro
 	var id string
 	if spec.Envelope {
 		id = strconv.FormatUint(t.seq.Add(1), 10)
-		if payload, err = transports.EnvelopeCall("udp", id, call.Name, call.Arguments); err != nil {
+		if payload, err = envelope.EncodeCall("udp", id, call.Name, call.Arguments); err != nil {
 			return nil, err
 		}
 	} else if payload, err = RenderRequest(spec.RequestDataFormat, spec.RequestDataTemplate, call.Arguments); err != nil {
@@ -431,97 +414,8 @@ func (x *exchange) wrap(err error) error {
 	return &utcp.TransportError{Err: fmt.Errorf("udp: %s: %w", x.spec.addr(), err)}
 }
 
-type wireFrame struct {
-	Type   string          `json:"type"`
-	ID     json.RawMessage `json:"id"`
-	Result json.RawMessage `json:"result"`
-	Event  string          `json:"event"`
-	Data   json.RawMessage `json:"data"`
-	Error  json.RawMessage `json:"error"`
-}
-
-// next reads datagrams until one of this call's envelope frames comes. A
-// datagram that is not an envelope is a transport_error quoting it.
-func (x *exchange) next() (*wireFrame, error) {
-	for {
-		data, err := x.readShared() // json.RawMessage fields copy what they keep
-		if err != nil {
-			return nil, err
-		}
-		var f wireFrame
-		if json.Unmarshal(data, &f) != nil || f.Type == "" {
-			return nil, &utcp.TransportError{Err: fmt.Errorf("udp: %s answered something that is not a utcpd envelope datagram: %s", x.spec.addr(), transports.Excerpt(data))}
-		}
-		switch f.Type {
-		case FrameResult, FrameEvent, FrameEnd, FrameError:
-		default:
-			return nil, &utcp.TransportError{Err: fmt.Errorf("udp: %s answered a datagram of unknown type %q", x.spec.addr(), f.Type)}
-		}
-		if transports.FrameID(f.ID) != x.id {
-			continue
-		}
-		return &f, nil
-	}
-}
-
-// stream is one envelope call read datagram by datagram.
-type stream struct {
-	x    *exchange
-	mu   sync.Mutex
-	done bool
-	err  error
-}
-
-// Recv returns the next event, io.EOF after the end datagram (or after a
-// result datagram's event), or the error that ended the call.
-func (s *stream) Recv() (*utcp.Event, error) {
-	s.mu.Lock()
-	if s.done {
-		err := s.err
-		s.mu.Unlock()
-		return nil, err
-	}
-	s.mu.Unlock()
-	f, err := s.x.next()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.done {
-		return nil, s.err
-	}
-	if err != nil {
-		s.x.sendCancel()
-		s.end(err, false)
-		return nil, err
-	}
-	switch f.Type {
-	case FrameEvent:
-		return &utcp.Event{Type: f.Event, Data: transports.DecodeOptionalJSON(f.Data)}, nil
-	case FrameResult:
-		s.end(io.EOF, true)
-		return &utcp.Event{Data: transports.DecodeOptionalJSON(f.Result)}, nil
-	case FrameEnd:
-		s.end(io.EOF, true)
-		return nil, io.EOF
-	}
-	err = transports.DecodeWireError(f.Error).CallError("udp")
-	s.end(err, true)
-	return nil, err
-}
-
-func (s *stream) end(err error, reusable bool) {
-	s.done = true
-	s.err = err
-	s.x.finish(reusable)
-}
-
-// Close ends the call; before its end it sends a cancel datagram (best
-// effort) and closes the socket. It is idempotent.
-func (s *stream) Close() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !s.done {
-		s.x.sendCancel()
-		s.end(utcp.NewError(utcp.CodeCanceled, "udp: stream closed"), false)
-	}
-	return nil
+// next reads datagrams until one of this call's envelope frames comes
+// (see envelope.NextAnswer).
+func (x *exchange) next() (*envelope.Answer, error) {
+	return envelope.NextAnswer(x.readShared, "udp", "datagram", x.spec.addr(), x.id) // json.RawMessage fields copy what they keep
 }

@@ -16,8 +16,11 @@ import (
 	"github.com/gorilla/websocket"
 	"github.com/pion/webrtc/v4"
 
+	"github.com/utcpd/utcpd/internal/jsonx"
 	"github.com/utcpd/utcpd/internal/netguard"
-	"github.com/utcpd/utcpd/transports"
+	"github.com/utcpd/utcpd/transports/internal/envelope"
+	"github.com/utcpd/utcpd/transports/internal/httpclient"
+	"github.com/utcpd/utcpd/transports/internal/session"
 	"github.com/utcpd/utcpd/utcp"
 )
 
@@ -27,22 +30,22 @@ import (
 // dial opens a peer connection to spec's peer and waits, at most
 // connect_timeout, until its data channel is open. s is the connection's
 // slot.
-func (t *Transport) dial(ctx context.Context, spec *Template, auth *utcp.Auth, s *transports.Slot[*peer]) (*peer, error) {
+func (t *Transport) dial(ctx context.Context, spec *Template, auth *utcp.Auth, s *session.Slot[*peer]) (*peer, error) {
 	u, err := spec.signalingURL()
 	if err != nil {
-		return nil, utcp.NewError(utcp.CodeInvalidTemplate, "webrtc: %v", err)
+		return nil, utcp.Errorf(utcp.CodeInvalidTemplate, "webrtc: %w", err)
 	}
-	if err := transports.CheckURL(u, spec.AllowInsecure); err != nil {
+	if err := httpclient.CheckURL(u, spec.AllowInsecure); err != nil {
 		return nil, err
 	}
 	pc, err := t.api.NewPeerConnection(webrtc.Configuration{ICEServers: iceServers(spec.ICEServers)})
 	if err != nil {
-		return nil, utcp.NewError(utcp.CodeInvalidTemplate, "webrtc: peer connection: %v", err)
+		return nil, utcp.Errorf(utcp.CodeInvalidTemplate, "webrtc: peer connection: %w", err)
 	}
 	p := &peer{
 		t:       t,
 		slot:    s,
-		url:     transports.RedactURL(u),
+		url:     utcp.RedactURL(u),
 		peerID:  spec.PeerID,
 		pc:      pc,
 		reasm:   NewReassembler(t.cfg.MaxMessageBytes),
@@ -51,22 +54,10 @@ func (t *Transport) dial(ctx context.Context, spec *Template, auth *utcp.Auth, s
 		closing: make(chan struct{}),
 		done:    make(chan struct{}),
 	}
-	t.mu.Lock()
-	switch {
-	case t.closed:
-		err = errClosed
-	case s != nil && !t.slots.Holds(s):
-		err = errDeregistered(s.Manual)
-	}
-	if err != nil {
-		t.mu.Unlock()
+	if err := t.pool.Adopt(p, s, p.closer); err != nil {
 		_ = pc.GracefulClose()
 		return nil, err
 	}
-	t.peers[p] = struct{}{}
-	t.wg.Add(1)
-	go p.closer()
-	t.mu.Unlock()
 
 	if err := t.connect(ctx, p, spec, auth, u); err != nil {
 		p.fail(err)
@@ -93,7 +84,7 @@ func (t *Transport) connect(ctx context.Context, p *peer, spec *Template, auth *
 	ordered := true
 	dc, err := p.pc.CreateDataChannel(spec.channelName(), &webrtc.DataChannelInit{Ordered: &ordered})
 	if err != nil {
-		return utcp.NewError(utcp.CodeInvalidTemplate, "webrtc: data channel %q: %v", spec.channelName(), err)
+		return utcp.Errorf(utcp.CodeInvalidTemplate, "webrtc: data channel %q: %w", spec.channelName(), err)
 	}
 	p.dc = dc
 	opened := make(chan struct{})
@@ -172,9 +163,9 @@ func (t *Transport) signalHTTP(ctx context.Context, p *peer, spec *Template, aut
 		return err
 	}
 	body, _ := json.Marshal(Signal{Type: SignalOffer, SDP: sdp, PeerID: spec.PeerID})
-	req, err := http.NewRequestWithContext(transports.WithAllowInsecure(ctx, spec.AllowInsecure), http.MethodPost, u.String(), bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(httpclient.WithAllowInsecure(ctx, spec.AllowInsecure), http.MethodPost, u.String(), bytes.NewReader(body))
 	if err != nil {
-		return utcp.NewError(utcp.CodeInvalidTemplate, "webrtc: signaling_server: %v", err)
+		return utcp.Errorf(utcp.CodeInvalidTemplate, "webrtc: signaling_server: %w", err)
 	}
 	req.Close = true // one exchange per connection: keep no idle connection
 	for k, v := range spec.Headers {
@@ -185,7 +176,7 @@ func (t *Transport) signalHTTP(ctx context.Context, p *peer, spec *Template, aut
 	if req.Header.Get("User-Agent") == "" {
 		req.Header.Set("User-Agent", "utcpd")
 	}
-	if err := transports.ApplyAuth(ctx, req, auth, t.tokens); err != nil {
+	if err := httpclient.ApplyAuth(ctx, req, auth, t.tokens); err != nil {
 		return err
 	}
 	resp, err := t.client.Do(req)
@@ -199,7 +190,7 @@ func (t *Transport) signalHTTP(ctx context.Context, p *peer, spec *Template, aut
 		}
 		return signalErr(p, "%v", unwrapURLError(err))
 	}
-	data, err := transports.ReadResponseBody(resp, maxSignalBytes)
+	data, err := httpclient.ReadResponseBody(resp, maxSignalBytes)
 	if err != nil {
 		if ctx.Err() != nil {
 			return timedOut()
@@ -207,16 +198,16 @@ func (t *Transport) signalHTTP(ctx context.Context, p *peer, spec *Template, aut
 		return signalErr(p, "reading the answer: %v", err)
 	}
 	if resp.StatusCode/100 != 2 {
-		e := signalErr(p, "HTTP %d %s: %s", resp.StatusCode, http.StatusText(resp.StatusCode), transports.Excerpt(data)).(*utcp.TransportError)
+		e := signalErr(p, "HTTP %d %s: %s", resp.StatusCode, http.StatusText(resp.StatusCode), jsonx.Excerpt(data)).(*utcp.TransportError)
 		e.Status = resp.StatusCode
 		return e
 	}
 	ans, err := decodeAnswer(data)
 	if err != nil {
-		return signalErr(p, "%v", err)
+		return signalErr(p, "%w", err)
 	}
 	if err := p.pc.SetRemoteDescription(webrtc.SessionDescription{Type: webrtc.SDPTypeAnswer, SDP: ans}); err != nil {
-		return signalErr(p, "the answer's SDP cannot be used: %v", err)
+		return signalErr(p, "the answer's SDP cannot be used: %w", err)
 	}
 	return nil
 }
@@ -255,7 +246,7 @@ func signalError(raw json.RawMessage) string {
 	if len(bytes.TrimSpace(raw)) == 0 {
 		return "no reason given"
 	}
-	we := transports.DecodeWireError(raw)
+	we := envelope.DecodeWireError(raw)
 	if we.Message == "" {
 		return "no reason given"
 	}
@@ -315,7 +306,7 @@ func (t *Transport) signalWebSocket(ctx context.Context, p *peer, spec *Template
 	// the credentials in a header, the query or a cookie.
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
-		return utcp.NewError(utcp.CodeInvalidTemplate, "webrtc: signaling_server: %v", err)
+		return utcp.Errorf(utcp.CodeInvalidTemplate, "webrtc: signaling_server: %w", err)
 	}
 	for k, v := range spec.Headers {
 		req.Header.Set(k, v)
@@ -323,7 +314,7 @@ func (t *Transport) signalWebSocket(ctx context.Context, p *peer, spec *Template
 	if req.Header.Get("User-Agent") == "" {
 		req.Header.Set("User-Agent", "utcpd")
 	}
-	if err := transports.ApplyAuth(ctx, req, auth, t.tokens); err != nil {
+	if err := httpclient.ApplyAuth(ctx, req, auth, t.tokens); err != nil {
 		return err
 	}
 	d := websocket.Dialer{Proxy: http.ProxyFromEnvironment, HandshakeTimeout: spec.connectTimeout(), NetDialContext: netguard.DialContext(nil)}
@@ -334,7 +325,7 @@ func (t *Transport) signalWebSocket(ctx context.Context, p *peer, spec *Template
 		}
 		if resp != nil {
 			body, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
-			e := signalErr(p, "WebSocket handshake refused: HTTP %d %s: %s", resp.StatusCode, http.StatusText(resp.StatusCode), transports.Excerpt(body)).(*utcp.TransportError)
+			e := signalErr(p, "WebSocket handshake refused: HTTP %d %s: %s", resp.StatusCode, http.StatusText(resp.StatusCode), jsonx.Excerpt(body)).(*utcp.TransportError)
 			e.Status = resp.StatusCode
 			return e
 		}
@@ -402,7 +393,7 @@ func (t *Transport) signalWebSocket(ctx context.Context, p *peer, spec *Template
 					return
 				}
 				if err := p.pc.SetRemoteDescription(webrtc.SessionDescription{Type: webrtc.SDPTypeAnswer, SDP: s.SDP}); err != nil {
-					failed <- signalErr(p, "the answer's SDP cannot be used: %v", err)
+					failed <- signalErr(p, "the answer's SDP cannot be used: %w", err)
 					return
 				}
 				answered = true

@@ -23,10 +23,10 @@
 //
 // signaling_server and peer_id are required. signaling_server is
 // http(s):// or ws(s)://; plain http:// and ws:// reach only literal
-// loopback hosts unless allow_insecure is true (transports.CheckURL): the
+// loopback hosts unless allow_insecure is true (httpclient.CheckURL): the
 // data channel is always DTLS-encrypted, but clear-text signaling would
 // let an attacker swap the certificate fingerprint. headers and auth
-// (transports.ApplyAuth) go with the signaling request. ice_servers are
+// (httpclient.ApplyAuth) go with the signaling request. ice_servers are
 // STUN/TURN servers in the browser's RTCIceServer form ("urls" a string
 // or a list). connect_timeout (milliseconds, default 15000) bounds
 // connecting, from the offer to the open data channel, and passing it is

@@ -11,10 +11,12 @@ import (
 	"github.com/pion/webrtc/v4"
 )
 
-// This file holds the wire formats both ends share: the signaling
+// This file holds the client's side of the wire formats: the signaling
 // messages, the data-channel envelope, and the chunk envelope that
 // carries messages larger than one data-channel message. The demo server
-// in examples/servers/webrtc uses them too.
+// in examples/servers/webrtc has its own implementation of them, written
+// from docs/transports.md, so that the conformance suite tests one
+// against the other.
 
 // The signaling message types.
 const (

@@ -11,10 +11,11 @@ import (
 )
 
 // Network says which local addresses ICE may use. The transport's Config
-// embeds it; the demo server takes one too. The zero value is pion's
-// default behaviour: host candidates on every non-loopback interface,
-// UDP over IPv4 and IPv6, mDNS used only to resolve the peer's .local
-// candidates (browsers hide their addresses behind them).
+// embeds it (the demo server has a similar type of its own). The zero
+// value is pion's default behaviour: host candidates on every
+// non-loopback interface, UDP over IPv4 and IPv6, mDNS used only to
+// resolve the peer's .local candidates (browsers hide their addresses
+// behind them).
 type Network struct {
 	// CandidateIPs, when set, restricts host candidates to these local
 	// IP addresses. Listing a loopback address (127.0.0.1, ::1) also

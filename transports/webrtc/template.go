@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/utcpd/utcpd/transports"
+	"github.com/utcpd/utcpd/transports/internal/httpcall"
 	"github.com/utcpd/utcpd/utcp"
 )
 
@@ -94,7 +95,7 @@ func (s *ICEServer) UnmarshalJSON(b []byte) error {
 		Credential string          `json:"credential"`
 	}
 	if err := json.Unmarshal(b, &w); err != nil {
-		return fmt.Errorf("field ice_servers: %v", err)
+		return fmt.Errorf("field ice_servers: %w", err)
 	}
 	*s = ICEServer{Username: w.Username, Credential: w.Credential}
 	if u := bytes.TrimSpace(w.URLs); len(u) > 0 && !bytes.Equal(u, []byte("null")) {
@@ -145,7 +146,7 @@ func (t *Template) Validate() error {
 			}
 		}
 	}
-	if err := transports.ValidateHeaders("headers", t.Headers); err != nil {
+	if err := httpcall.ValidateHeaders("headers", t.Headers); err != nil {
 		return err
 	}
 	if t.ConnectTimeout < 0 {
@@ -217,7 +218,7 @@ func (t *Template) redacted() string {
 	if err != nil {
 		return "(invalid URL)"
 	}
-	return transports.RedactURL(u)
+	return utcp.RedactURL(u)
 }
 
 // connKey identifies a shareable peer connection: the manual and
@@ -255,10 +256,4 @@ func canonicalHeaders(h map[string]string) map[string]string {
 func ParseTemplate(raw json.RawMessage) (utcp.CallTemplate, error) {
 	tmpl, _, err := transports.DecodeTemplateOf[Template](raw, Type)
 	return tmpl, err
-}
-
-// specOf returns the *Template of tmpl and its auth, parsing Raw when
-// Spec is unset.
-func specOf(tmpl *utcp.CallTemplate) (*Template, *utcp.Auth, error) {
-	return transports.SpecOf[Template](tmpl, Type, ParseTemplate)
 }

@@ -17,7 +17,12 @@ import (
 
 	"github.com/pion/webrtc/v4"
 
+	"github.com/utcpd/utcpd/internal/jsonx"
 	"github.com/utcpd/utcpd/transports"
+	"github.com/utcpd/utcpd/transports/internal/envelope"
+	"github.com/utcpd/utcpd/transports/internal/httpclient"
+	"github.com/utcpd/utcpd/transports/internal/session"
+	"github.com/utcpd/utcpd/transports/oauth2"
 	"github.com/utcpd/utcpd/utcp"
 )
 
@@ -78,12 +83,7 @@ type Transport struct {
 	client *http.Client // signaling requests
 	tokens transports.TokenSource
 	log    *slog.Logger
-
-	mu     sync.Mutex
-	closed bool
-	slots  transports.Slots[*peer] // by connKey
-	peers  map[*peer]struct{}      // every peer connection not yet torn down
-	wg     sync.WaitGroup          // peer connection goroutines
+	pool   *session.Pool[*peer] // slots by connKey, peer connections not yet torn down, their goroutines
 }
 
 // New returns a webrtc Transport configured by opts.Config (a Config,
@@ -94,7 +94,7 @@ func New(opts transports.Options) (*Transport, error) {
 	var cfg Config
 	log, err := transports.DecodeConfig(opts, "webrtc", &cfg)
 	if err != nil {
-		return nil, utcp.NewError(utcp.CodeInvalidConfig, "webrtc transport configuration: %v", err)
+		return nil, utcp.Errorf(utcp.CodeInvalidConfig, "webrtc transport configuration: %w", err)
 	}
 	if cfg.MaxMessageBytes < 0 || cfg.MaxResponseBytes < 0 || cfg.MaxChunkBytes < 0 {
 		return nil, utcp.NewError(utcp.CodeInvalidConfig, "webrtc transport configuration: limits must not be negative")
@@ -113,19 +113,18 @@ func New(opts transports.Options) (*Transport, error) {
 	}
 	api, err := cfg.Network.API()
 	if err != nil {
-		return nil, utcp.NewError(utcp.CodeInvalidConfig, "webrtc transport configuration: %v", err)
+		return nil, utcp.Errorf(utcp.CodeInvalidConfig, "webrtc transport configuration: %w", err)
 	}
 	t := &Transport{
 		cfg:    cfg,
 		api:    api,
-		client: transports.NewHTTPClient(transports.ClientOptions{}),
+		client: httpclient.New(httpclient.Options{}),
 		tokens: opts.Tokens,
 		log:    log,
-		slots:  transports.Slots[*peer]{},
-		peers:  map[*peer]struct{}{},
+		pool:   session.NewPool[*peer](errClosed, errDeregistered),
 	}
 	if t.tokens == nil {
-		t.tokens = transports.NewTokenCache(nil)
+		t.tokens = oauth2.NewTokenCache(nil)
 	}
 	return t, nil
 }
@@ -137,54 +136,6 @@ var (
 	errStreamClosed = utcp.NewError(utcp.CodeCanceled, "webrtc: stream closed")
 )
 
-func errDeregistered(manual string) error {
-	return utcp.Errorf(utcp.CodeManualNotFound, "webrtc: manual %q was deregistered: %w", manual, transports.ErrNotRegistered).WithDetail("manual", manual)
-}
-
-// Close closes every peer connection (calls in flight fail with code
-// unavailable), waits until pion's goroutines of those connections have
-// ended, and refuses later calls. It is idempotent.
-func (t *Transport) Close() error {
-	t.mu.Lock()
-	if t.closed {
-		t.mu.Unlock()
-		return nil
-	}
-	t.closed = true
-	peers := make([]*peer, 0, len(t.peers))
-	for p := range t.peers {
-		peers = append(peers, p)
-	}
-	t.slots = transports.Slots[*peer]{}
-	t.mu.Unlock()
-	for _, p := range peers {
-		p.fail(errClosed)
-	}
-	t.wg.Wait()
-	t.client.CloseIdleConnections()
-	return nil
-}
-
-// Release closes the manual's connections, waiting for their goroutines
-// (transports.Count calls it when the manual's last registration ends,
-// and after a discovery that failed while the manual held none, so that
-// no connection nobody registered stays open).
-func (t *Transport) Release(ctx context.Context, tmpl *utcp.CallTemplate) error {
-	if tmpl == nil {
-		return nil
-	}
-	name := tmpl.Name
-	t.mu.Lock()
-	if t.closed {
-		t.mu.Unlock()
-		return nil
-	}
-	victims := t.slots.Take(name)
-	t.mu.Unlock()
-	transports.CloseSlots(ctx, victims, errDeregistered(name))
-	return nil
-}
-
 // RegisterManual connects to the manual template's peer (signaling, ICE,
 // DTLS, the data channel) and asks it for its manual: it sends
 // {"type":"utcp","id":...} and accepts {"type":"manual","id":...,
@@ -193,21 +144,92 @@ func (t *Transport) Release(ctx context.Context, tmpl *utcp.CallTemplate) error 
 // the offer or answers something unusable, a tool_error answer, or no
 // answer within the template's timeout is discovery_failed; a connection
 // that does not open within connect_timeout is timeout; a URL refused by
-// transports.CheckURL is invalid_template. Success keeps the peer
+// httpclient.CheckURL is invalid_template. Success keeps the peer
 // connection open for the manual's calls until Release.
 func (t *Transport) RegisterManual(ctx context.Context, tmpl *utcp.CallTemplate) (*utcp.Manual, error) {
-	spec, auth, err := specOf(tmpl)
+	spec, auth, err := transports.SpecOf[Template](tmpl, Type, ParseTemplate)
 	if err != nil {
 		return nil, err
 	}
 	m, err := t.discover(ctx, tmpl.Name, spec, auth)
-	t.mu.Lock()
-	if t.closed {
-		t.mu.Unlock()
+	if t.pool.Closed() {
 		return nil, errClosed
 	}
-	t.mu.Unlock()
 	return m, err
+}
+
+// CallTool runs one tool call and waits for its whole result: it sends
+// {"type":"tool_call","id","tool","inputs"} and returns the output of
+// the tool_response, or, when the tool_response carries no output, the
+// events of the tool_event messages before it as a list. A tool_error is
+// a *utcp.ToolError (tool_not_found when its code says so). A peer
+// connection that fails or a data channel that closes while the call
+// runs is a *utcp.TransportError (the next call reconnects); a call after
+// DeregisterManual is manual_not_found; the end of ctx or of the
+// template's timeout returns the context's error, after sending
+// {"type":"cancel","id"} to the peer.
+func (t *Transport) CallTool(ctx context.Context, call *utcp.Call) (*utcp.Result, error) {
+	s, err := t.start(ctx, call)
+	if err != nil {
+		return nil, err
+	}
+	defer s.Close()
+	list := []any{}
+	var total int64
+	for {
+		m, err := s.next()
+		if err != nil {
+			return nil, err
+		}
+		switch m.typ {
+		case TypeToolResponse:
+			s.finish(io.EOF)
+			if m.hasOutput || len(list) == 0 {
+				return &utcp.Result{Value: m.value}, nil
+			}
+			return &utcp.Result{Value: list}, nil
+		case TypeToolEvent:
+			total += int64(m.size)
+			if total > t.cfg.MaxResponseBytes {
+				return nil, transports.TooLarge(t.cfg.MaxResponseBytes)
+			}
+			list = append(list, m.value)
+		}
+	}
+}
+
+// CallToolStream starts one call and returns its events as they arrive:
+// each tool_event is an event, a tool_response with an output is one
+// last event, and the tool_response ends the stream (io.EOF); a
+// tool_error ends it with a *utcp.ToolError. Closing the stream early
+// sends {"type":"cancel","id"}. Errors are those of CallTool.
+func (t *Transport) CallToolStream(ctx context.Context, call *utcp.Call) (transports.Stream, error) {
+	return t.start(ctx, call)
+}
+
+// Release closes the manual's connections, waiting for their goroutines
+// (transports.Count calls it when the manual's last registration ends,
+// and after a discovery that failed while the manual held none, so that
+// no connection nobody registered stays open).
+func (t *Transport) Release(ctx context.Context, tmpl *utcp.CallTemplate) error {
+	if tmpl != nil {
+		t.pool.Release(ctx, tmpl.Name)
+	}
+	return nil
+}
+
+// Close closes every peer connection (calls in flight fail with code
+// unavailable), waits until pion's goroutines of those connections have
+// ended, and refuses later calls. It is idempotent.
+func (t *Transport) Close() error {
+	if t.pool.Close() {
+		t.client.CloseIdleConnections()
+	}
+	return nil
+}
+
+func errDeregistered(manual string) error {
+	return utcp.Errorf(utcp.CodeManualNotFound, "webrtc: manual %q was deregistered: %w", manual, transports.ErrNotRegistered).WithDetail("manual", manual)
 }
 
 func (t *Transport) discover(ctx context.Context, manual string, spec *Template, auth *utcp.Auth) (*utcp.Manual, error) {
@@ -265,62 +287,13 @@ func (t *Transport) discover(ctx context.Context, manual string, spec *Template,
 	return nil, fail("the peer answered a %q message, not a manual", m.typ)
 }
 
-// CallTool runs one tool call and waits for its whole result: it sends
-// {"type":"tool_call","id","tool","inputs"} and returns the output of
-// the tool_response, or, when the tool_response carries no output, the
-// events of the tool_event messages before it as a list. A tool_error is
-// a *utcp.ToolError (tool_not_found when its code says so). A peer
-// connection that fails or a data channel that closes while the call
-// runs is a *utcp.TransportError (the next call reconnects); a call after
-// DeregisterManual is manual_not_found; the end of ctx or of the
-// template's timeout returns the context's error, after sending
-// {"type":"cancel","id"} to the peer.
-func (t *Transport) CallTool(ctx context.Context, call *utcp.Call) (*utcp.Result, error) {
-	s, err := t.start(ctx, call)
-	if err != nil {
-		return nil, err
-	}
-	defer s.Close()
-	list := []any{}
-	var total int64
-	for {
-		m, err := s.next()
-		if err != nil {
-			return nil, err
-		}
-		switch m.typ {
-		case TypeToolResponse:
-			s.finish(io.EOF)
-			if m.hasOutput || len(list) == 0 {
-				return &utcp.Result{Value: m.value}, nil
-			}
-			return &utcp.Result{Value: list}, nil
-		case TypeToolEvent:
-			total += int64(m.size)
-			if total > t.cfg.MaxResponseBytes {
-				return nil, transports.TooLarge(t.cfg.MaxResponseBytes)
-			}
-			list = append(list, m.value)
-		}
-	}
-}
-
-// CallToolStream starts one call and returns its events as they arrive:
-// each tool_event is an event, a tool_response with an output is one
-// last event, and the tool_response ends the stream (io.EOF); a
-// tool_error ends it with a *utcp.ToolError. Closing the stream early
-// sends {"type":"cancel","id"}. Errors are those of CallTool.
-func (t *Transport) CallToolStream(ctx context.Context, call *utcp.Call) (transports.Stream, error) {
-	return t.start(ctx, call)
-}
-
 // start sends the tool_call of call and returns the stream of its
 // answers.
 func (t *Transport) start(ctx context.Context, call *utcp.Call) (*stream, error) {
 	if call == nil {
 		return nil, utcp.NewError(utcp.CodeInvalidRequest, "webrtc: no call")
 	}
-	spec, auth, err := specOf(call.Template)
+	spec, auth, err := transports.SpecOf[Template](call.Template, Type, ParseTemplate)
 	if err != nil {
 		return nil, err
 	}
@@ -342,10 +315,10 @@ func (t *Transport) start(ctx context.Context, call *utcp.Call) (*stream, error)
 		}
 		cctx, cancel := context.WithTimeout(ctx, spec.timeout())
 		s := &stream{p: p, pd: pd, ctx: cctx, cancel: cancel}
-		payload, err := transports.MarshalJSON(toolCall{Type: TypeToolCall, ID: pd.id, Tool: call.Name, Inputs: args})
+		payload, err := jsonx.Marshal(toolCall{Type: TypeToolCall, ID: pd.id, Tool: call.Name, Inputs: args})
 		if err != nil {
 			s.Close()
-			return nil, utcp.NewError(utcp.CodeInvalidArguments, "webrtc: cannot encode the arguments: %v", err)
+			return nil, utcp.Errorf(utcp.CodeInvalidArguments, "webrtc: cannot encode the arguments: %w", err)
 		}
 		if err := p.send(payload, pd.id); err != nil {
 			s.finish(err)
@@ -368,14 +341,10 @@ type toolCall struct {
 // acquire returns the manual's shared peer connection, connecting when
 // there is none (waiting out the backoff after failed attempts).
 func (t *Transport) acquire(ctx context.Context, manual string, spec *Template, auth *utcp.Auth) (*peer, error) {
-	key := connKey(manual, spec, auth)
-	t.mu.Lock()
-	if t.closed {
-		t.mu.Unlock()
-		return nil, errClosed
+	s, err := t.pool.Slot(connKey(manual, spec, auth), manual)
+	if err != nil {
+		return nil, err
 	}
-	s := t.slots.Get(key, manual)
-	t.mu.Unlock()
 	return s.Get(ctx,
 		func(ctx context.Context) (*peer, error) { return t.dial(ctx, spec, auth, s) },
 		func(ctx context.Context) error { return ctxError(ctx, spec) },
@@ -390,7 +359,7 @@ func ctxError(ctx context.Context, spec *Template) error {
 // peer is one peer connection, its data channel, and the calls on it.
 type peer struct {
 	t      *Transport
-	slot   *transports.Slot[*peer]
+	slot   *session.Slot[*peer]
 	url    string // the signaling server, redacted
 	peerID string
 	pc     *webrtc.PeerConnection
@@ -431,7 +400,7 @@ func (p *peer) isClosing() bool {
 	}
 }
 
-// Closing, Shut and Done make a peer a transports.SessionConn.
+// Closing, Shut and Done make a peer a session.Conn.
 func (p *peer) Closing() bool { return p.isClosing() }
 
 // Shut is fail.
@@ -547,14 +516,11 @@ func (p *peer) fail(err error) {
 // closer waits until p starts closing, then closes the peer connection
 // and waits for pion's goroutines of it to end.
 func (p *peer) closer() {
-	defer p.t.wg.Done()
 	<-p.closing
 	if err := p.pc.GracefulClose(); err != nil {
 		p.t.log.Debug("webrtc: closing the peer connection", "peer_id", p.peerID, "err", err)
 	}
-	p.t.mu.Lock()
-	delete(p.t.peers, p)
-	p.t.mu.Unlock()
+	p.t.pool.Forget(p)
 	close(p.done)
 }
 
@@ -568,7 +534,7 @@ type inMsg struct {
 	id        string
 	value     any  // output (tool_response) or event (tool_event)
 	hasOutput bool // a tool_response carried a non-null output
-	err       *transports.WireError
+	err       *envelope.WireError
 	manual    []byte
 	fail      error // typeFailed
 	size      int
@@ -662,13 +628,13 @@ func parseMessage(data []byte) (*inMsg, error) {
 	case TypeToolResponse:
 		out := bytes.TrimSpace(w.Output)
 		m.hasOutput = len(out) > 0 && !bytes.Equal(out, []byte("null"))
-		m.value = transports.DecodeOptionalJSON(w.Output)
+		m.value = jsonx.DecodeOptional(w.Output)
 	case TypeToolEvent:
-		m.value = transports.DecodeOptionalJSON(w.Event)
+		m.value = jsonx.DecodeOptional(w.Event)
 	case TypeToolError:
-		m.err = transports.DecodeWireError(w.Error)
+		m.err = envelope.DecodeWireError(w.Error)
 		if len(bytes.TrimSpace(w.Error)) == 0 {
-			m.err = &transports.WireError{}
+			m.err = &envelope.WireError{}
 		}
 	case TypeManual:
 		m.manual = w.Manual
@@ -685,7 +651,7 @@ func excerpt(data []byte) string {
 	if !utf8.Valid(data) {
 		return fmt.Sprintf("(%d bytes of binary data)", len(data))
 	}
-	s := transports.Excerpt(data)
+	s := jsonx.Excerpt(data)
 	if len(s) > 200 {
 		s = s[:200] + "…"
 	}

@@ -13,7 +13,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/utcpd/utcpd/internal/jsonx"
 	"github.com/utcpd/utcpd/transports"
+	"github.com/utcpd/utcpd/transports/internal/httpcall"
+	"github.com/utcpd/utcpd/transports/internal/httpclient"
 	"github.com/utcpd/utcpd/utcp"
 )
 
@@ -37,12 +40,21 @@ const (
 type Template struct {
 	// URL is the WebSocket endpoint, ws:// or wss://. Required.
 	URL string `json:"url"`
-	// Message, when set, is the request sent for a call instead of the
-	// utcpd envelope: a string or a JSON object or array whose
-	// UTCP_ARG_<name>_UTCP_END (or python-utcp's UTCP_ARG_<name>_UTCP_ARG)
-	// placeholders take the call's arguments. Null or absent means the
-	// envelope.
+	// Message, when set, is the request sent for a call: a string or a
+	// JSON object or array whose UTCP_ARG_<name>_UTCP_END (or
+	// python-utcp's UTCP_ARG_<name>_UTCP_ARG) placeholders take the call's
+	// arguments. Null or absent (without Envelope) means the arguments as
+	// one JSON object, as python-utcp sends them.
 	Message json.RawMessage `json:"message,omitempty"`
+	// Envelope sends each call as a utcpd envelope frame
+	// {"type":"call","id":..,"tool":..,"arguments":{..}} and reads the
+	// answers as envelope frames, correlated by id (see the package
+	// documentation): many calls share a connection, streams end with an
+	// end frame, and a caller that gives up sends a cancel frame. False
+	// (the default, as python-utcp) sends the message, or the arguments as
+	// JSON, and takes the first answer frame as the result. A utcpd
+	// extension, as in the tcp and udp templates; it excludes Message.
+	Envelope bool `json:"envelope,omitempty"`
 	// Protocol is a subprotocol to ask for (python-utcp's field).
 	Protocol string `json:"protocol,omitempty"`
 	// Subprotocols are more subprotocols to offer, in order of preference,
@@ -52,8 +64,8 @@ type Template struct {
 	// a ping heartbeat. Nil (absent) means true; false opens a connection
 	// per call.
 	KeepAlive *bool `json:"keep_alive,omitempty"`
-	// ResponseFormat says how a frame that is not a utcpd envelope becomes
-	// a value when Message is set: "json" (the frame must be JSON), "text"
+	// ResponseFormat says how an answer frame becomes a value without
+	// Envelope: "json" (the frame must be JSON), "text"
 	// (the frame as a string), "raw" (text frames as strings, binary
 	// frames as base64); empty means JSON when the frame parses and text
 	// otherwise.
@@ -80,10 +92,10 @@ var handshakeHeaders = []string{"Upgrade", "Connection", "Sec-Websocket-Key", "S
 // Validate checks the template as written (before variable substitution).
 // Errors name the field.
 func (t *Template) Validate() error {
-	if err := transports.ValidateTemplateURL(t.URL, "ws", "wss"); err != nil {
+	if err := httpcall.ValidateTemplateURL(t.URL, "ws", "wss"); err != nil {
 		return err
 	}
-	if err := transports.ValidateHeaders("headers", t.Headers); err != nil {
+	if err := httpcall.ValidateHeaders("headers", t.Headers); err != nil {
 		return err
 	}
 	for k := range t.Headers {
@@ -95,7 +107,7 @@ func (t *Template) Validate() error {
 		return errors.New("field header_fields is not supported by websocket: a connection is shared by many calls, so arguments cannot become handshake headers; put the values in the message instead")
 	}
 	for _, p := range t.protocols() {
-		if !transports.ValidHeaderName(p) {
+		if !httpclient.ValidHeaderName(p) {
 			return fmt.Errorf("field protocol/subprotocols: %q is not a valid subprotocol name", p)
 		}
 	}
@@ -107,11 +119,14 @@ func (t *Template) Validate() error {
 	if t.Timeout < 0 {
 		return errors.New("field timeout must not be negative")
 	}
-	if m := bytes.TrimSpace(t.Message); len(m) > 0 && !bytes.Equal(m, []byte("null")) {
-		switch m[0] {
+	if t.hasMessage() {
+		switch bytes.TrimSpace(t.Message)[0] {
 		case '"', '{', '[':
 		default:
 			return errors.New("field message must be a string, an object or an array")
+		}
+		if t.Envelope {
+			return errors.New("field envelope excludes message: the envelope carries the arguments itself")
 		}
 	}
 	return nil
@@ -130,10 +145,13 @@ func (t *Template) protocols() []string {
 
 func (t *Template) keepAlive() bool { return t.KeepAlive == nil || *t.KeepAlive }
 
-// envelope reports whether calls use the utcpd envelope (no message).
-func (t *Template) envelope() bool {
+// envelope reports whether calls use the utcpd envelope.
+func (t *Template) envelope() bool { return t.Envelope }
+
+// hasMessage reports whether the template sets a message (not null).
+func (t *Template) hasMessage() bool {
 	m := bytes.TrimSpace(t.Message)
-	return len(m) == 0 || bytes.Equal(m, []byte("null"))
+	return len(m) > 0 && !bytes.Equal(m, []byte("null"))
 }
 
 func (t *Template) timeout() time.Duration {
@@ -145,7 +163,7 @@ func (t *Template) timeout() time.Duration {
 
 // connKey identifies a shareable connection: the manual and everything
 // that shapes the connection (URL, subprotocols, handshake headers, auth,
-// allow_insecure, envelope or message mode).
+// allow_insecure, envelope or not).
 func connKey(manual string, spec *Template, auth *utcp.Auth) string {
 	b, _ := json.Marshal(struct {
 		URL       string
@@ -165,11 +183,6 @@ func connKey(manual string, spec *Template, auth *utcp.Auth) string {
 func ParseTemplate(raw json.RawMessage) (utcp.CallTemplate, error) {
 	tmpl, _, err := transports.DecodeTemplateOf[Template](raw, Type)
 	return tmpl, err
-}
-
-// specOf returns the *Template of tmpl, parsing Raw when Spec is unset.
-func specOf(tmpl *utcp.CallTemplate) (*Template, *utcp.Auth, error) {
-	return transports.SpecOf[Template](tmpl, Type, ParseTemplate)
 }
 
 // placeholderRE matches UTCP_ARG_<name>_UTCP_END and python-utcp's
@@ -196,7 +209,7 @@ func RenderMessage(message json.RawMessage, args map[string]any) ([]byte, error)
 	dec := json.NewDecoder(bytes.NewReader(message))
 	dec.UseNumber()
 	if err := dec.Decode(&tmpl); err != nil {
-		return nil, utcp.NewError(utcp.CodeInvalidTemplate, "websocket: field message is not valid JSON: %v", err)
+		return nil, utcp.Errorf(utcp.CodeInvalidTemplate, "websocket: field message is not valid JSON: %w", err)
 	}
 	if s, ok := tmpl.(string); ok {
 		trimmed := strings.TrimSpace(s)
@@ -215,7 +228,7 @@ func RenderMessage(message json.RawMessage, args map[string]any) ([]byte, error)
 	if err != nil {
 		return nil, err
 	}
-	return transports.MarshalJSON(out)
+	return jsonx.Marshal(out)
 }
 
 func missingArg(name string) error {
@@ -224,7 +237,7 @@ func missingArg(name string) error {
 
 // argText renders an argument for text substitution.
 func argText(args map[string]any, name string) (string, error) {
-	s, ok := transports.ArgString(args[name])
+	s, ok := jsonx.ArgString(args[name])
 	if !ok {
 		return "", missingArg(name)
 	}

@@ -21,8 +21,13 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/utcpd/utcpd/internal/jsonx"
 	"github.com/utcpd/utcpd/internal/netguard"
 	"github.com/utcpd/utcpd/transports"
+	"github.com/utcpd/utcpd/transports/internal/envelope"
+	"github.com/utcpd/utcpd/transports/internal/httpclient"
+	"github.com/utcpd/utcpd/transports/internal/session"
+	"github.com/utcpd/utcpd/transports/oauth2"
 	"github.com/utcpd/utcpd/utcp"
 )
 
@@ -44,14 +49,14 @@ var (
 
 // The frame types of the utcpd envelope (see the package documentation).
 const (
-	FrameCall     = "call"   // client → server: run a tool
-	FrameCancel   = "cancel" // client → server: the caller gave up
-	FrameDiscover = "utcp"   // client → server: send your manual
-	FrameResult   = "result" // server → client: the whole result; ends the call
-	FrameEvent    = "event"  // server → client: one streamed item
-	FrameEnd      = "end"    // server → client: the stream is over
-	FrameError    = "error"  // server → client: the call failed; ends the call
-	FrameManual   = "manual" // server → client: the manual asked for
+	FrameCall     = envelope.FrameCall     // client → server: run a tool
+	FrameCancel   = envelope.FrameCancel   // client → server: the caller gave up
+	FrameDiscover = envelope.FrameDiscover // client → server: send your manual
+	FrameResult   = envelope.FrameResult   // server → client: the whole result; ends the call
+	FrameEvent    = envelope.FrameEvent    // server → client: one streamed item
+	FrameEnd      = envelope.FrameEnd      // server → client: the stream is over
+	FrameError    = envelope.FrameError    // server → client: the call failed; ends the call
+	FrameManual   = envelope.FrameManual   // server → client: the manual asked for
 )
 
 // EnvelopeSubprotocol is the WebSocket subprotocol name of the utcpd
@@ -62,40 +67,10 @@ const EnvelopeSubprotocol = "utcpd.v1"
 // Frame is one message of the utcpd envelope, as JSON in a text frame.
 // Clients send call, cancel and utcp frames; servers answer with result,
 // event, end, error and manual frames carrying the id of the request.
-type Frame struct {
-	// Type is one of the Frame* constants.
-	Type string `json:"type"`
-	// ID correlates a request and its answers: a string the client chose,
-	// unique among the calls in flight on the connection.
-	ID string `json:"id,omitempty"`
-	// Tool is the tool's name as the server knows it (call).
-	Tool string `json:"tool,omitempty"`
-	// Arguments are the call's arguments (call).
-	Arguments map[string]any `json:"arguments,omitempty"`
-	// Result is the tool's whole result (result).
-	Result any `json:"result,omitempty"`
-	// Event optionally names a streamed item (event).
-	Event string `json:"event,omitempty"`
-	// Data is one streamed item (event).
-	Data any `json:"data,omitempty"`
-	// Error describes a failure (error).
-	Error *WireError `json:"error,omitempty"`
-	// Manual is the server's UTCP manual (manual).
-	Manual json.RawMessage `json:"manual,omitempty"`
-}
+type Frame = envelope.Frame
 
 // WireError is the error object of an error frame.
-type WireError struct {
-	// Code is "tool_error" (the tool failed; the default),
-	// "tool_not_found", "invalid_arguments", "invalid_request" (the server
-	// did not understand the frame) or "unsupported" (for example, no
-	// manual to offer).
-	Code string `json:"code,omitempty"`
-	// Message says what went wrong.
-	Message string `json:"message"`
-	// Data is the tool's own error payload, if any.
-	Data any `json:"data,omitempty"`
-}
+type WireError = envelope.WireError
 
 // Defaults of the websocket transport.
 const (
@@ -141,12 +116,7 @@ type Transport struct {
 	log       *slog.Logger
 	pingEvery time.Duration
 	idleAfter time.Duration
-
-	mu     sync.Mutex
-	closed bool
-	slots  transports.Slots[*conn] // by connKey
-	conns  map[*conn]struct{}      // every open connection
-	wg     sync.WaitGroup          // connection goroutines
+	pool      *session.Pool[*conn] // slots by connKey, open connections, their goroutines
 }
 
 // New returns a websocket Transport configured by opts.Config (a Config,
@@ -157,7 +127,7 @@ func New(opts transports.Options) (*Transport, error) {
 	var cfg Config
 	log, err := transports.DecodeConfig(opts, "websocket", &cfg)
 	if err != nil {
-		return nil, utcp.NewError(utcp.CodeInvalidConfig, "websocket transport configuration: %v", err)
+		return nil, utcp.Errorf(utcp.CodeInvalidConfig, "websocket transport configuration: %w", err)
 	}
 	if cfg.MaxMessageBytes < 0 || cfg.MaxResponseBytes < 0 || cfg.PingInterval < 0 || cfg.IdleTimeout < 0 {
 		return nil, utcp.NewError(utcp.CodeInvalidConfig, "websocket transport configuration: limits must not be negative")
@@ -174,8 +144,7 @@ func New(opts transports.Options) (*Transport, error) {
 		log:       log,
 		pingEvery: time.Duration(cfg.PingInterval * float64(time.Millisecond)),
 		idleAfter: time.Duration(cfg.IdleTimeout * float64(time.Millisecond)),
-		slots:     transports.Slots[*conn]{},
-		conns:     map[*conn]struct{}{},
+		pool:      session.NewPool[*conn](errClosed, errDeregistered),
 	}
 	if t.pingEvery == 0 {
 		t.pingEvery = DefaultPingInterval
@@ -184,7 +153,7 @@ func New(opts transports.Options) (*Transport, error) {
 		t.idleAfter = DefaultIdleTimeout
 	}
 	if t.tokens == nil {
-		t.tokens = transports.NewTokenCache(nil)
+		t.tokens = oauth2.NewTokenCache(nil)
 	}
 	return t, nil
 }
@@ -198,57 +167,10 @@ var (
 	errIdle = &utcp.TransportError{Err: errors.New("websocket: connection closed after being idle")}
 	// errDone closes a per-call connection after its call.
 	errDone = &utcp.TransportError{Err: errors.New("websocket: connection closed: no call needs it")}
-	// errAbandoned closes a message-mode connection whose call ended
-	// early: late answers could otherwise reach the next call.
-	errAbandoned = &utcp.TransportError{Err: errors.New("websocket: connection closed: a call using a message template ended early, and its late answers must not reach the next call")}
+	// errAbandoned closes a plain (not envelope) connection whose call
+	// ended early: late answers could otherwise reach the next call.
+	errAbandoned = &utcp.TransportError{Err: errors.New("websocket: connection closed: a call without the envelope ended early, and its late answers must not reach the next call")}
 )
-
-func errDeregistered(manual string) error {
-	return utcp.Errorf(utcp.CodeManualNotFound, "websocket: manual %q was deregistered: %w", manual, transports.ErrNotRegistered).WithDetail("manual", manual)
-}
-
-// Close closes every connection (calls in flight fail with code
-// unavailable), waits for their goroutines to end, and refuses later calls.
-// It is idempotent.
-func (t *Transport) Close() error {
-	t.mu.Lock()
-	if t.closed {
-		t.mu.Unlock()
-		return nil
-	}
-	t.closed = true
-	conns := make([]*conn, 0, len(t.conns))
-	for c := range t.conns {
-		conns = append(conns, c)
-	}
-	t.slots = transports.Slots[*conn]{}
-	t.mu.Unlock()
-	for _, c := range conns {
-		c.closeGracefully(errClosed)
-	}
-	t.wg.Wait()
-	return nil
-}
-
-// Release closes the manual's connections, waiting for their goroutines
-// (transports.Count calls it when the manual's last registration ends,
-// and after a discovery that failed while the manual held none, so that
-// no connection nobody registered stays open).
-func (t *Transport) Release(ctx context.Context, tmpl *utcp.CallTemplate) error {
-	if tmpl == nil {
-		return nil
-	}
-	name := tmpl.Name
-	t.mu.Lock()
-	if t.closed {
-		t.mu.Unlock()
-		return nil
-	}
-	victims := t.slots.Take(name)
-	t.mu.Unlock()
-	transports.CloseSlots(ctx, victims, errDeregistered(name))
-	return nil
-}
 
 // RegisterManual asks the server at the manual template's URL for its
 // manual over the manual's connection (opening it): it sends
@@ -257,22 +179,108 @@ func (t *Transport) Release(ctx context.Context, tmpl *utcp.CallTemplate) error 
 // answer {"type":"utcp"} that way), read with manuals.ParseManual. An
 // error frame (a server without a manual to offer), any other answer, no
 // answer before the template's timeout, or a connection failure is
-// discovery_failed; a URL refused by transports.CheckURL is
+// discovery_failed; a URL refused by httpclient.CheckURL is
 // invalid_template. Success keeps the connection open for the manual's
 // calls until Release.
 func (t *Transport) RegisterManual(ctx context.Context, tmpl *utcp.CallTemplate) (*utcp.Manual, error) {
-	spec, auth, err := specOf(tmpl)
+	spec, auth, err := transports.SpecOf[Template](tmpl, Type, ParseTemplate)
 	if err != nil {
 		return nil, err
 	}
 	m, err := t.discover(ctx, tmpl.Name, spec, auth)
-	t.mu.Lock()
-	if t.closed {
-		t.mu.Unlock()
+	if t.pool.Closed() {
 		return nil, errClosed
 	}
-	t.mu.Unlock()
 	return m, err
+}
+
+// CallTool runs one tool call and waits for its whole result. With the
+// envelope it sends {"type":"call",...} and returns the result frame's
+// value, or the data of the event frames as a list when the call ends with
+// an end frame; an error frame is a *utcp.ToolError (tool_not_found when
+// its code says so). Without the envelope (the default) it sends the
+// rendered message, or the arguments as one JSON object, and returns the
+// first answer frame, converted by response_format (an envelope result,
+// event, end or error frame in answer is read as above). A
+// connection that drops, or a frame that breaks the envelope, is a
+// *utcp.TransportError; a call after DeregisterManual is
+// manual_not_found; the end of ctx or of the template's timeout returns
+// the context's error (and sends a cancel frame, or, without the
+// envelope, closes the connection).
+func (t *Transport) CallTool(ctx context.Context, call *utcp.Call) (*utcp.Result, error) {
+	s, err := t.start(ctx, call)
+	if err != nil {
+		return nil, err
+	}
+	defer s.Close()
+	list := []any{}
+	var total int64
+	for {
+		f, err := s.next()
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				if !s.envelope && len(list) == 0 {
+					return nil, &utcp.TransportError{Err: fmt.Errorf("websocket %s: the server closed the connection without answering", s.c.url)}
+				}
+				return &utcp.Result{Value: list}, nil
+			}
+			return nil, err
+		}
+		switch f.typ {
+		case FrameResult:
+			s.finish(io.EOF)
+			return &utcp.Result{Value: f.value}, nil
+		case "":
+			s.finish(io.EOF)
+			v, _, err := plainValue(s.format, f)
+			if err != nil {
+				return nil, err
+			}
+			return &utcp.Result{Value: v}, nil
+		case FrameEvent:
+			total += int64(f.size)
+			if total > t.cfg.MaxResponseBytes {
+				return nil, transports.TooLarge(t.cfg.MaxResponseBytes)
+			}
+			list = append(list, f.value)
+		}
+	}
+}
+
+// CallToolStream starts one call and returns its events as they arrive:
+// each event frame is an event (its event name in utcp.Event Type), a
+// result frame is one last event, an end frame ends the stream (io.EOF)
+// and an error frame ends it with a *utcp.ToolError. Without the
+// envelope every answer frame is an event (converted by response_format)
+// until an envelope end, result or error frame, or until the server
+// closes the connection normally. Closing the stream early sends a cancel
+// frame (envelope) or closes the connection (without it). Errors are
+// those of CallTool.
+func (t *Transport) CallToolStream(ctx context.Context, call *utcp.Call) (transports.Stream, error) {
+	return t.start(ctx, call)
+}
+
+// Release closes the manual's connections, waiting for their goroutines
+// (transports.Count calls it when the manual's last registration ends,
+// and after a discovery that failed while the manual held none, so that
+// no connection nobody registered stays open).
+func (t *Transport) Release(ctx context.Context, tmpl *utcp.CallTemplate) error {
+	if tmpl != nil {
+		t.pool.Release(ctx, tmpl.Name)
+	}
+	return nil
+}
+
+// Close closes every connection (calls in flight fail with code
+// unavailable), waits for their goroutines to end, and refuses later calls.
+// It is idempotent.
+func (t *Transport) Close() error {
+	t.pool.Close()
+	return nil
+}
+
+func errDeregistered(manual string) error {
+	return utcp.Errorf(utcp.CodeManualNotFound, "websocket: manual %q was deregistered: %w", manual, transports.ErrNotRegistered).WithDetail("manual", manual)
 }
 
 func (t *Transport) discover(ctx context.Context, manual string, spec *Template, auth *utcp.Auth) (*utcp.Manual, error) {
@@ -319,11 +327,82 @@ func (t *Transport) discover(ctx context.Context, manual string, spec *Template,
 		for _, w := range warnings {
 			t.log.Warn("manual served with problems", "manual", manual, "url", redact(spec.URL), "warning", w.String())
 		}
+		if f.id != "" { // an envelope manual frame: the server speaks the envelope
+			if spec.envelope() {
+				inheritEnvelope(m, spec.URL)
+			}
+			if n := plainTools(m, spec); n > 0 {
+				t.log.Warn("websocket server speaks the utcpd envelope, but tools of its manual are called without it",
+					"manual", manual, "url", redact(spec.URL), "tools", n, "hint", discoveryHint)
+			}
+		}
 		return m, nil
 	case FrameError:
 		return nil, fail("the server offers no manual: %s", f.err.Message).WithDetail("server_code", f.err.Code)
 	}
 	return nil, fail("the server answered a %q frame, not a manual", f.typ)
+}
+
+// inheritEnvelope sets "envelope": true in the websocket tool templates
+// of m that point at url, the manual template's, and set neither envelope
+// nor message: the manual's template says the server at url speaks the
+// envelope, and its answer to discovery showed it. This lets the admin
+// fix, in the manual template, the tool templates of a server written
+// when the envelope was the default.
+func inheritEnvelope(m *utcp.Manual, url string) {
+	for i := range m.Tools {
+		tt := m.Tools[i].ToolCallTemplate
+		if tt == nil || tt.Type != Type {
+			continue
+		}
+		var fields map[string]json.RawMessage
+		if json.Unmarshal(tt.Raw, &fields) != nil {
+			continue
+		}
+		var own string
+		if json.Unmarshal(fields["url"], &own) != nil || own != url {
+			continue
+		}
+		if _, ok := fields["envelope"]; ok {
+			continue
+		}
+		if msg := bytes.TrimSpace(fields["message"]); len(msg) > 0 && !bytes.Equal(msg, []byte("null")) {
+			continue
+		}
+		fields["envelope"] = json.RawMessage("true")
+		raw, err := json.Marshal(fields)
+		if err != nil {
+			continue
+		}
+		tt.Raw = raw
+		if sp, ok := tt.Spec.(*Template); ok {
+			sp.Envelope = true
+		}
+	}
+}
+
+// plainTools counts the tools of m that a call reaches without the
+// envelope: websocket tools whose own template, or, without one, the
+// manual's template spec, does not set envelope.
+func plainTools(m *utcp.Manual, spec *Template) int {
+	n := 0
+	for _, tool := range m.Tools {
+		tt := tool.ToolCallTemplate
+		switch {
+		case tt == nil:
+			if !spec.envelope() {
+				n++
+			}
+		case tt.Type == Type:
+			var own struct {
+				Envelope bool `json:"envelope"`
+			}
+			if json.Unmarshal(tt.Raw, &own) != nil || !own.Envelope {
+				n++
+			}
+		}
+	}
+	return n
 }
 
 // redact renders a template URL for messages.
@@ -332,71 +411,7 @@ func redact(raw string) string {
 	if err != nil {
 		return "(invalid URL)"
 	}
-	return transports.RedactURL(u)
-}
-
-// CallTool runs one tool call and waits for its whole result. With the
-// envelope it sends {"type":"call",...} and returns the result frame's
-// value, or the data of the event frames as a list when the call ends with
-// an end frame; an error frame is a *utcp.ToolError (tool_not_found when
-// its code says so). With a message template it sends the rendered
-// message and returns the first answer frame, converted by
-// response_format (an envelope frame in answer is read as above). A
-// connection that drops, or a frame that breaks the envelope, is a
-// *utcp.TransportError; a call after DeregisterManual is
-// manual_not_found; the end of ctx or of the template's timeout returns
-// the context's error (and sends a cancel frame).
-func (t *Transport) CallTool(ctx context.Context, call *utcp.Call) (*utcp.Result, error) {
-	s, err := t.start(ctx, call)
-	if err != nil {
-		return nil, err
-	}
-	defer s.Close()
-	list := []any{}
-	var total int64
-	for {
-		f, err := s.next()
-		if err != nil {
-			if errors.Is(err, io.EOF) {
-				if !s.envelope && len(list) == 0 {
-					return nil, &utcp.TransportError{Err: fmt.Errorf("websocket %s: the server closed the connection without answering", s.c.url)}
-				}
-				return &utcp.Result{Value: list}, nil
-			}
-			return nil, err
-		}
-		switch f.typ {
-		case FrameResult:
-			s.finish(io.EOF)
-			return &utcp.Result{Value: f.value}, nil
-		case "":
-			s.finish(io.EOF)
-			v, _, err := plainValue(s.format, f)
-			if err != nil {
-				return nil, err
-			}
-			return &utcp.Result{Value: v}, nil
-		case FrameEvent:
-			total += int64(f.size)
-			if total > t.cfg.MaxResponseBytes {
-				return nil, transports.TooLarge(t.cfg.MaxResponseBytes)
-			}
-			list = append(list, f.value)
-		}
-	}
-}
-
-// CallToolStream starts one call and returns its events as they arrive:
-// each event frame is an event (its event name in utcp.Event Type), a
-// result frame is one last event, an end frame ends the stream (io.EOF)
-// and an error frame ends it with a *utcp.ToolError. With a message
-// template every answer frame is an event (converted by response_format)
-// until an envelope end, result or error frame, or until the server
-// closes the connection normally. Closing the stream early sends a cancel
-// frame (envelope) or closes the connection (message template). Errors
-// are those of CallTool.
-func (t *Transport) CallToolStream(ctx context.Context, call *utcp.Call) (transports.Stream, error) {
-	return t.start(ctx, call)
+	return utcp.RedactURL(u)
 }
 
 // start sends the request of call and returns the stream of its answers.
@@ -404,14 +419,24 @@ func (t *Transport) start(ctx context.Context, call *utcp.Call) (*stream, error)
 	if call == nil {
 		return nil, utcp.NewError(utcp.CodeInvalidRequest, "websocket: no call")
 	}
-	spec, auth, err := specOf(call.Template)
+	spec, auth, err := transports.SpecOf[Template](call.Template, Type, ParseTemplate)
 	if err != nil {
 		return nil, err
 	}
 	var payload []byte
-	if !spec.envelope() {
+	switch {
+	case spec.envelope():
+	case spec.hasMessage():
 		if payload, err = RenderMessage(spec.Message, call.Arguments); err != nil {
 			return nil, err
+		}
+	default: // python-utcp: the arguments as one JSON text frame
+		args := call.Arguments
+		if args == nil {
+			args = map[string]any{}
+		}
+		if payload, err = jsonx.Marshal(args); err != nil {
+			return nil, utcp.Errorf(utcp.CodeInvalidArguments, "websocket: cannot encode the arguments: %w", err)
 		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, spec.timeout())
@@ -446,10 +471,10 @@ func (t *Transport) start(ctx context.Context, call *utcp.Call) (*stream, error)
 		if args == nil {
 			args = map[string]any{}
 		}
-		payload, err = transports.MarshalJSON(Frame{Type: FrameCall, ID: s.p.id, Tool: call.Name, Arguments: args})
+		payload, err = jsonx.Marshal(Frame{Type: FrameCall, ID: s.p.id, Tool: call.Name, Arguments: args})
 		if err != nil {
 			s.Close()
-			return nil, utcp.NewError(utcp.CodeInvalidArguments, "websocket: cannot encode the arguments: %v", err)
+			return nil, utcp.Errorf(utcp.CodeInvalidArguments, "websocket: cannot encode the arguments: %w", err)
 		}
 	}
 	if err := s.c.write(ctx, payload); err != nil {
@@ -462,26 +487,21 @@ func (t *Transport) start(ctx context.Context, call *utcp.Call) (*stream, error)
 
 // acquire returns a connection for a call of manual: the manual's shared
 // one (dialled when there is none, waiting out the backoff after failed
-// dials), or with keep_alive false a new one that release closes.
+// dials), or a new one that release closes with keep_alive false and for
+// the discovery (envelope set) of a template without the envelope, whose
+// calls could not share it.
 func (t *Transport) acquire(ctx context.Context, manual string, spec *Template, auth *utcp.Auth, envelope bool) (*conn, func(), error) {
-	if !spec.keepAlive() {
+	if !spec.keepAlive() || envelope && !spec.envelope() {
 		c, err := t.dial(ctx, spec, auth, envelope, nil)
 		if err != nil {
 			return nil, nil, err
 		}
 		return c, func() { c.closeGracefully(errDone) }, nil
 	}
-	key := connKey(manual, spec, auth)
-	if envelope && !spec.envelope() {
-		key += "\x00envelope"
+	s, err := t.pool.Slot(connKey(manual, spec, auth), manual)
+	if err != nil {
+		return nil, nil, err
 	}
-	t.mu.Lock()
-	if t.closed {
-		t.mu.Unlock()
-		return nil, nil, errClosed
-	}
-	s := t.slots.Get(key, manual)
-	t.mu.Unlock()
 	c, err := s.Get(ctx,
 		func(ctx context.Context) (*conn, error) { return t.dial(ctx, spec, auth, envelope, s) },
 		func(ctx context.Context) error { return ctxError(ctx, spec.URL) },
@@ -500,22 +520,22 @@ func ctxError(ctx context.Context, rawURL string) error {
 // dial opens a connection: the URL check, the handshake with headers,
 // auth and subprotocols, and the reader (and, kept alive, heartbeat)
 // goroutines. s is the connection's slot, nil for a per-call connection.
-func (t *Transport) dial(ctx context.Context, spec *Template, auth *utcp.Auth, envelope bool, s *transports.Slot[*conn]) (*conn, error) {
+func (t *Transport) dial(ctx context.Context, spec *Template, auth *utcp.Auth, envelope bool, s *session.Slot[*conn]) (*conn, error) {
 	u, err := url.Parse(spec.URL)
 	if err != nil {
-		return nil, utcp.NewError(utcp.CodeInvalidTemplate, "websocket: url: %v", err)
+		return nil, utcp.Errorf(utcp.CodeInvalidTemplate, "websocket: url: %w", err)
 	}
-	if err := transports.CheckURL(u, spec.AllowInsecure); err != nil {
+	if err := httpclient.CheckURL(u, spec.AllowInsecure); err != nil {
 		return nil, err
 	}
 	if scheme := strings.ToLower(u.Scheme); scheme != "ws" && scheme != "wss" {
-		return nil, utcp.NewError(utcp.CodeInvalidTemplate, "websocket: url %q is not ws:// or wss://", transports.RedactURL(u))
+		return nil, utcp.NewError(utcp.CodeInvalidTemplate, "websocket: url %q is not ws:// or wss://", utcp.RedactURL(u))
 	}
 	// The handshake is an HTTP request: build one so that ApplyAuth can put
 	// the credentials in a header, the query or a cookie.
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
-		return nil, utcp.NewError(utcp.CodeInvalidTemplate, "websocket: url: %v", err)
+		return nil, utcp.Errorf(utcp.CodeInvalidTemplate, "websocket: url: %w", err)
 	}
 	for k, v := range spec.Headers {
 		req.Header.Set(k, v)
@@ -523,7 +543,7 @@ func (t *Transport) dial(ctx context.Context, spec *Template, auth *utcp.Auth, e
 	if req.Header.Get("User-Agent") == "" {
 		req.Header.Set("User-Agent", "utcpd")
 	}
-	if err := transports.ApplyAuth(ctx, req, auth, t.tokens); err != nil {
+	if err := httpclient.ApplyAuth(ctx, req, auth, t.tokens); err != nil {
 		return nil, err
 	}
 	offered := spec.protocols()
@@ -541,9 +561,9 @@ func (t *Transport) dial(ctx context.Context, spec *Template, auth *utcp.Auth, e
 		if resp != nil {
 			body, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
 			return nil, &utcp.TransportError{Status: resp.StatusCode,
-				Err: fmt.Errorf("websocket handshake with %s refused: HTTP %d %s: %s", transports.RedactURL(u), resp.StatusCode, http.StatusText(resp.StatusCode), transports.Excerpt(body))}
+				Err: fmt.Errorf("websocket handshake with %s refused: HTTP %d %s: %s", utcp.RedactURL(u), resp.StatusCode, http.StatusText(resp.StatusCode), jsonx.Excerpt(body))}
 		}
-		return nil, &utcp.TransportError{Err: fmt.Errorf("websocket %s: %w", transports.RedactURL(u), err)}
+		return nil, &utcp.TransportError{Err: fmt.Errorf("websocket %s: %w", utcp.RedactURL(u), err)}
 	}
 	if len(offered) > 0 {
 		got := ws.Subprotocol()
@@ -554,14 +574,14 @@ func (t *Transport) dial(ctx context.Context, spec *Template, auth *utcp.Auth, e
 			if got != "" {
 				what = fmt.Sprintf("selected %q, which was not offered", got)
 			}
-			return nil, &utcp.TransportError{Err: fmt.Errorf("websocket %s: the server refused subprotocol %s (it %s)", transports.RedactURL(u), strings.Join(quoted(offered), ", "), what)}
+			return nil, &utcp.TransportError{Err: fmt.Errorf("websocket %s: the server refused subprotocol %s (it %s)", utcp.RedactURL(u), strings.Join(quoted(offered), ", "), what)}
 		}
 	}
 	ws.SetReadLimit(t.cfg.MaxMessageBytes)
 	c := &conn{
 		t:        t,
 		slot:     s,
-		url:      transports.RedactURL(u),
+		url:      utcp.RedactURL(u),
 		ws:       ws,
 		envelope: envelope,
 		keep:     spec.keepAlive(),
@@ -571,26 +591,14 @@ func (t *Transport) dial(ctx context.Context, spec *Template, auth *utcp.Auth, e
 		done:     make(chan struct{}),
 		lastUsed: time.Now(),
 	}
-	t.mu.Lock()
-	switch {
-	case t.closed:
-		err = errClosed
-	case s != nil && !t.slots.Holds(s):
-		err = errDeregistered(s.Manual)
+	serve := []func(){c.readLoop}
+	if c.keep {
+		serve = append(serve, c.heartbeat)
 	}
-	if err != nil {
-		t.mu.Unlock()
+	if err := t.pool.Adopt(c, s, serve...); err != nil {
 		ws.Close()
 		return nil, err
 	}
-	t.conns[c] = struct{}{}
-	t.wg.Add(1)
-	go c.readLoop()
-	if c.keep {
-		t.wg.Add(1)
-		go c.heartbeat()
-	}
-	t.mu.Unlock()
 	return c, nil
 }
 
@@ -605,7 +613,7 @@ func quoted(s []string) []string {
 // conn is one WebSocket connection and the calls it carries.
 type conn struct {
 	t        *Transport
-	slot     *transports.Slot[*conn]
+	slot     *session.Slot[*conn]
 	url      string
 	ws       *websocket.Conn
 	envelope bool // calls are correlated by id; else one call at a time
@@ -616,7 +624,7 @@ type conn struct {
 	mu          sync.Mutex
 	calls       map[string]*pending
 	discoveries []*pending // oldest first: where a bare manual goes
-	current     *pending   // message mode: the call that owns the connection
+	current     *pending   // plain mode: the call that owns the connection
 	nextID      uint64
 	lastUsed    time.Time
 	err         error         // why the connection closed
@@ -624,7 +632,7 @@ type conn struct {
 	closing     chan struct{} // closed when the connection starts closing
 	done        chan struct{} // closed when the reader has ended
 
-	turn chan struct{} // message mode: held by the call in progress
+	turn chan struct{} // plain mode: held by the call in progress
 }
 
 // pending is one request in flight on a connection.
@@ -650,7 +658,7 @@ func (c *conn) isClosing() bool {
 	}
 }
 
-// Closing, Shut and Done make a conn a transports.SessionConn.
+// Closing, Shut and Done make a conn a session.Conn.
 func (c *conn) Closing() bool { return c.isClosing() }
 
 // Shut is closeGracefully.
@@ -692,7 +700,7 @@ func (c *conn) forget(p *pending) {
 	c.mu.Unlock()
 }
 
-// takeTurn waits until p may use a message-mode connection.
+// takeTurn waits until p may use a plain (not envelope) connection.
 func (c *conn) takeTurn(ctx context.Context, p *pending) error {
 	select {
 	case c.turn <- struct{}{}:
@@ -800,11 +808,8 @@ func (c *conn) markClosing(err error) bool {
 // readLoop reads frames and hands each to the call it belongs to, until
 // the connection ends.
 func (c *conn) readLoop() {
-	defer c.t.wg.Done()
 	defer func() {
-		c.t.mu.Lock()
-		delete(c.t.conns, c)
-		c.t.mu.Unlock()
+		c.t.pool.Forget(c)
 		close(c.done)
 	}()
 	window := 2*c.t.pingEvery + 2*time.Second
@@ -883,7 +888,7 @@ func (c *conn) deliver(p *pending, f *inFrame) {
 func (c *conn) routeEnvelope(mt int, data []byte) error {
 	f, err := parseEnvelope(mt, data)
 	if err != nil {
-		return &utcp.TransportError{Err: fmt.Errorf("websocket %s: %w; the server does not speak the utcpd envelope (use a message template for other protocols): %s", c.url, err, excerpt(data, mt))}
+		return &utcp.TransportError{Err: fmt.Errorf("websocket %s: %w; the server does not speak the utcpd envelope (a call template without \"envelope\": true talks to it plainly): %s", c.url, err, excerpt(data, mt))}
 	}
 	c.mu.Lock()
 	p := c.calls[f.id]
@@ -901,7 +906,6 @@ func (c *conn) routeEnvelope(mt int, data []byte) error {
 
 // heartbeat pings a kept-alive connection and closes it once idle.
 func (c *conn) heartbeat() {
-	defer c.t.wg.Done()
 	tick := time.NewTicker(c.t.pingEvery)
 	defer tick.Stop()
 	for {
@@ -923,13 +927,13 @@ func (c *conn) heartbeat() {
 
 // inFrame is one received frame, decoded.
 type inFrame struct {
-	typ    string // an envelope type; "" for a plain message-mode frame
+	typ    string // an envelope type; "" for a plain answer
 	id     string
 	value  any // result (result) or data (event)
 	event  string
 	err    *WireError
 	manual []byte
-	raw    []byte // message mode: the frame as received
+	raw    []byte // plain mode: the frame as received
 	binary bool
 	size   int
 }
@@ -966,14 +970,14 @@ func parseEnvelope(mt int, data []byte) (*inFrame, error) {
 		return f, nil
 	}
 	f.typ = *w.Type
-	f.id = frameID(w.ID)
+	f.id = envelope.FrameID(w.ID)
 	switch f.typ {
 	case FrameResult:
-		f.value = decodeValue(w.Result)
+		f.value = jsonx.DecodeOptional(w.Result)
 	case FrameEvent:
-		f.value, f.event = decodeValue(w.Data), w.Event
+		f.value, f.event = jsonx.DecodeOptional(w.Data), w.Event
 	case FrameError:
-		f.err = decodeWireError(w.Error)
+		f.err = envelope.DecodeWireError(w.Error)
 	case FrameManual:
 		f.manual = w.Manual
 		if len(f.manual) == 0 || bytes.Equal(bytes.TrimSpace(f.manual), []byte("null")) {
@@ -986,68 +990,24 @@ func parseEnvelope(mt int, data []byte) (*inFrame, error) {
 	return f, nil
 }
 
-// envelopeTypes are the frames a message-mode call reads as envelope
+// plainHint and discoveryHint follow the errors and warnings that
+// suggest a utcpd-envelope server called without the envelope: templates
+// written when the envelope was the default.
+const (
+	plainHint     = `if the server speaks the utcpd envelope, set "envelope": true in the call template: without it utcpd sends the arguments as plain JSON, as python-utcp does`
+	discoveryHint = `set "envelope": true in the manual's call template (its tools at the same URL follow it) or in the tools' own templates: without it utcpd sends the arguments as plain JSON, as python-utcp does`
+)
+
+// envelopeTypes are the frames a plain-mode call reads as envelope
 // frames rather than as answers.
 var envelopeTypes = []string{FrameResult, FrameEvent, FrameEnd, FrameError}
 
-// frameID renders an id given as a JSON string or number.
-func frameID(raw json.RawMessage) string {
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
-		return ""
-	}
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		return s
-	}
-	return string(raw)
-}
-
-func decodeValue(raw json.RawMessage) any {
-	if len(raw) == 0 {
-		return nil
-	}
-	v, _ := transports.DecodeJSONValue(raw)
-	return v
-}
-
-func decodeWireError(raw json.RawMessage) *WireError {
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		return &WireError{Message: s}
-	}
-	var e struct {
-		Code    string          `json:"code"`
-		Message string          `json:"message"`
-		Data    json.RawMessage `json:"data"`
-	}
-	if json.Unmarshal(raw, &e) != nil {
-		return &WireError{Message: strings.TrimSpace(string(raw))}
-	}
-	return &WireError{Code: e.Code, Message: e.Message, Data: decodeValue(e.Data)}
-}
-
-// callError turns an error frame into the call's error.
-func callError(e *WireError) error {
-	msg := e.Message
-	if msg == "" {
-		msg = "the tool reported an error"
-	}
-	switch e.Code {
-	case "tool_not_found":
-		return utcp.Errorf(utcp.CodeToolNotFound, "websocket: %s: %w", msg, transports.ErrToolNotFound)
-	case "invalid_request":
-		return &utcp.TransportError{Err: fmt.Errorf("websocket: the server refused the request: %s", msg)}
-	}
-	return &utcp.ToolError{Message: msg, Value: e.Data}
-}
-
-// plainValue converts a message-mode answer by response_format, and
+// plainValue converts a plain-mode answer by response_format, and
 // returns the event type for a stream ("binary" for base64 data).
 func plainValue(format string, f *inFrame) (any, string, error) {
 	switch format {
 	case FormatJSON:
-		v, ok := transports.DecodeJSONValue(f.raw)
+		v, ok := jsonx.DecodeValue(f.raw)
 		if !ok {
 			return nil, "", &utcp.TransportError{Err: fmt.Errorf("websocket: response_format is json but the answer is not JSON: %s", excerpt(f.raw, 0))}
 		}
@@ -1063,7 +1023,7 @@ func plainValue(format string, f *inFrame) (any, string, error) {
 	if f.binary && !utf8.Valid(f.raw) {
 		return base64.StdEncoding.EncodeToString(f.raw), "binary", nil
 	}
-	if v, ok := transports.DecodeJSONValue(f.raw); ok {
+	if v, ok := jsonx.DecodeValue(f.raw); ok {
 		return v, "", nil
 	}
 	return string(f.raw), "", nil
@@ -1073,7 +1033,7 @@ func excerpt(data []byte, mt int) string {
 	if mt == websocket.BinaryMessage || !utf8.Valid(data) {
 		return fmt.Sprintf("(%d bytes of binary data)", len(data))
 	}
-	s := transports.Excerpt(data)
+	s := jsonx.Excerpt(data)
 	if len(s) > 200 {
 		s = s[:200] + "…"
 	}
@@ -1097,7 +1057,7 @@ type stream struct {
 	closeOnce sync.Once
 }
 
-// next returns the next frame of the call, reading message-mode frames as
+// next returns the next frame of the call, reading plain-mode frames as
 // envelope frames when they are; io.EOF or an error ends the call.
 func (s *stream) next() (*inFrame, error) {
 	s.mu.Lock()
@@ -1121,7 +1081,10 @@ func (s *stream) next() (*inFrame, error) {
 	case FrameEnd:
 		return nil, s.finishLocked(io.EOF)
 	case FrameError:
-		return nil, s.finishLocked(callError(f.err))
+		if !s.envelope && f.err.Code == "invalid_request" {
+			return nil, s.finishLocked(&utcp.TransportError{Err: fmt.Errorf("websocket %s: the server refused the request: %s (%s)", s.c.url, f.err.Message, plainHint)})
+		}
+		return nil, s.finishLocked(f.err.CallError("websocket"))
 	}
 	return f, nil
 }
@@ -1183,7 +1146,7 @@ func (s *stream) Recv() (*utcp.Event, error) {
 }
 
 // Close ends the call: when it had not finished, it sends a cancel frame
-// (envelope) or closes the connection (message template, whose late
+// (envelope) or closes the connection (without the envelope, whose late
 // answers could reach the next call). It is idempotent.
 func (s *stream) Close() error {
 	s.closeOnce.Do(func() {
@@ -1212,16 +1175,7 @@ func (s *stream) Close() error {
 // sendCancel tells the server, in the background, that the caller of id
 // gave up.
 func (c *conn) sendCancel(id string) {
-	t := c.t
-	t.mu.Lock()
-	if t.closed {
-		t.mu.Unlock()
-		return
-	}
-	t.wg.Add(1)
-	t.mu.Unlock()
-	go func() {
-		defer t.wg.Done()
+	c.t.pool.Go(func() {
 		b, _ := json.Marshal(Frame{Type: FrameCancel, ID: id})
 		c.writeMu.Lock()
 		defer c.writeMu.Unlock()
@@ -1232,5 +1186,5 @@ func (c *conn) sendCancel(id string) {
 		if err := c.ws.WriteMessage(websocket.TextMessage, b); err != nil {
 			c.fail(&utcp.TransportError{Err: fmt.Errorf("websocket %s: sending a cancel frame: %w", c.url, err)})
 		}
-	}()
+	})
 }

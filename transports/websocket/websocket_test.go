@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -104,7 +105,7 @@ func readFrame(ws *gws.Conn) (map[string]any, error) {
 func TestConcurrentCallsShareOneConnection(t *testing.T) {
 	srv, url := serveFixture(t, fixture.New(), websocketserver.Options{})
 	tr := newTransport(t, nil)
-	ct := tmpl(t, map[string]any{"url": url})
+	ct := tmpl(t, map[string]any{"envelope": true, "url": url})
 	if _, err := tr.RegisterManual(t.Context(), ct); err != nil {
 		t.Fatal(err)
 	}
@@ -150,7 +151,7 @@ func TestConcurrentCallsShareOneConnection(t *testing.T) {
 func TestReconnectAfterDrop(t *testing.T) {
 	srv, url := serveFixture(t, fixture.New(), websocketserver.Options{})
 	tr := newTransport(t, nil)
-	ct := tmpl(t, map[string]any{"url": url})
+	ct := tmpl(t, map[string]any{"envelope": true, "url": url})
 	if _, err := do(t, tr, ct, fixture.Echo, map[string]any{"x": 1}); err != nil {
 		t.Fatal(err)
 	}
@@ -192,7 +193,7 @@ func TestRedialBackoff(t *testing.T) {
 	url := "ws" + strings.TrimPrefix(srv.URL, "http") + "/ws"
 	srv.Close() // nothing listens there any more
 	tr := newTransport(t, nil)
-	ct := tmpl(t, map[string]any{"url": url})
+	ct := tmpl(t, map[string]any{"envelope": true, "url": url})
 	_, err := do(t, tr, ct, fixture.Echo, nil)
 	if utcp.CodeOf(err) != utcp.CodeTransportError {
 		t.Fatalf("err = %v, want transport_error", err)
@@ -210,7 +211,7 @@ func TestSubprotocols(t *testing.T) {
 	tr := newTransport(t, nil)
 
 	t.Run("negotiated", func(t *testing.T) {
-		ct := tmpl(t, map[string]any{"url": url, "subprotocols": []string{"x-other", "utcpd.v1"}})
+		ct := tmpl(t, map[string]any{"envelope": true, "url": url, "subprotocols": []string{"x-other", "utcpd.v1"}})
 		m, err := tr.RegisterManual(t.Context(), ct)
 		if err != nil {
 			t.Fatal(err)
@@ -223,7 +224,7 @@ func TestSubprotocols(t *testing.T) {
 		}
 	})
 	t.Run("refused", func(t *testing.T) {
-		ct := tmpl(t, map[string]any{"url": url, "protocol": "graphql-ws"})
+		ct := tmpl(t, map[string]any{"envelope": true, "url": url, "protocol": "graphql-ws"})
 		_, err := do(t, tr, ct, fixture.Echo, nil)
 		if utcp.CodeOf(err) != utcp.CodeTransportError || !strings.Contains(err.Error(), `refused subprotocol "graphql-ws"`) {
 			t.Errorf("err = %v, want a transport_error saying the subprotocol was refused", err)
@@ -243,7 +244,7 @@ func TestSubprotocols(t *testing.T) {
 			}
 		}))
 		t.Cleanup(bad.Close)
-		ct := tmpl(t, map[string]any{"url": "ws" + strings.TrimPrefix(bad.URL, "http"), "protocol": "utcpd.v1"})
+		ct := tmpl(t, map[string]any{"envelope": true, "url": "ws" + strings.TrimPrefix(bad.URL, "http"), "protocol": "utcpd.v1"})
 		_, err := do(t, tr, ct, fixture.Echo, nil)
 		if !strings.Contains(fmt.Sprint(err), `selected "surprise"`) {
 			t.Errorf("err = %v", err)
@@ -257,7 +258,7 @@ func TestGarbageFrames(t *testing.T) {
 		reply func(ws *gws.Conn, id any) error
 		want  string
 	}{
-		{"not JSON", func(ws *gws.Conn, id any) error { return ws.WriteMessage(gws.TextMessage, []byte("hello, stranger")) }, `not a JSON object; the server does not speak the utcpd envelope (use a message template for other protocols): "hello, stranger"`},
+		{"not JSON", func(ws *gws.Conn, id any) error { return ws.WriteMessage(gws.TextMessage, []byte("hello, stranger")) }, `not a JSON object; the server does not speak the utcpd envelope (a call template without "envelope": true talks to it plainly): "hello, stranger"`},
 		{"binary", func(ws *gws.Conn, id any) error { return ws.WriteMessage(gws.BinaryMessage, []byte{0xff, 0, 1}) }, "a binary frame arrived"},
 		{"no type", func(ws *gws.Conn, id any) error { return ws.WriteJSON(map[string]any{"id": id, "ok": true}) }, `has no "type"`},
 		{"unknown type", func(ws *gws.Conn, id any) error { return ws.WriteJSON(map[string]any{"id": id, "type": "banana"}) }, `unknown type "banana"`},
@@ -273,7 +274,7 @@ func TestGarbageFrames(t *testing.T) {
 				_, _, _ = ws.ReadMessage() // until the client closes
 			})
 			tr := newTransport(t, nil)
-			ct := tmpl(t, map[string]any{"url": url})
+			ct := tmpl(t, map[string]any{"envelope": true, "url": url})
 			start := time.Now()
 			_, err := do(t, tr, ct, "echo", nil)
 			if utcp.CodeOf(err) != utcp.CodeTransportError || !strings.Contains(err.Error(), c.want) {
@@ -283,6 +284,147 @@ func TestGarbageFrames(t *testing.T) {
 				t.Errorf("took %v", took)
 			}
 		})
+	}
+}
+
+// TestPlainDefault: without message and envelope, a call sends its
+// arguments as one JSON text frame and the first answer frame is its
+// result, as python-utcp does.
+func TestPlainDefault(t *testing.T) {
+	type got struct {
+		mt   int
+		data string
+	}
+	frames := make(chan got, 16)
+	url := wsServer(t, nil, func(ws *gws.Conn, r *http.Request) {
+		for {
+			mt, data, err := ws.ReadMessage()
+			if err != nil {
+				return
+			}
+			frames <- got{mt, string(data)}
+			// Two answers: only the first is the call's result.
+			if ws.WriteMessage(gws.TextMessage, data) != nil || ws.WriteMessage(gws.TextMessage, []byte(`"second"`)) != nil {
+				return
+			}
+		}
+	})
+	tr := newTransport(t, nil)
+	ct := tmpl(t, map[string]any{"url": url})
+	args := map[string]any{"text": "héllo", "n": 2, "deep": map[string]any{"list": []any{true, nil}}}
+	v, err := do(t, tr, ct, "anything", args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]any{"text": "héllo", "n": num("2"), "deep": map[string]any{"list": []any{true, nil}}}
+	if diff := cmp.Diff(want, v); diff != "" {
+		t.Errorf("result (-want +got):\n%s", diff)
+	}
+	if f := <-frames; f.mt != gws.TextMessage || f.data != `{"deep":{"list":[true,null]},"n":2,"text":"héllo"}` {
+		t.Errorf("sent %d %q, want the arguments as one JSON text frame", f.mt, f.data)
+	}
+	// No arguments are an empty object (a connection of its own, so that
+	// the first call's second answer cannot reach it).
+	tr2 := newTransport(t, nil)
+	ct2 := tmpl(t, map[string]any{"url": url, "keep_alive": false})
+	if v, err := do(t, tr2, ct2, "x", nil); err != nil || !cmp.Equal(map[string]any{}, v) {
+		t.Errorf("no arguments: %v, %v; want {} echoed", v, err)
+	}
+	if f := <-frames; f.data != `{}` {
+		t.Errorf("no arguments sent %q, want {}", f.data)
+	}
+}
+
+// TestPlainAgainstEnvelopeServer: templates written when the envelope
+// was the default, without "envelope": true, meet a server that speaks
+// the envelope. Discovery works and warns, naming how many tools would be
+// called without the envelope; such a call fails with a transport_error
+// that says to set "envelope": true. Setting it in the manual template
+// fixes the tools without a template of their own and those whose own
+// template points at the same URL; a tool elsewhere is still counted.
+func TestPlainAgainstEnvelopeServer(t *testing.T) {
+	url := wsServer(t, nil, func(ws *gws.Conn, r *http.Request) {
+		self := "ws://" + r.Host + r.URL.Path
+		for {
+			_, data, err := ws.ReadMessage()
+			if err != nil {
+				return
+			}
+			var f struct {
+				Type string          `json:"type"`
+				ID   json.RawMessage `json:"id"`
+			}
+			var answer string
+			switch {
+			case json.Unmarshal(data, &f) != nil || f.Type == "":
+				answer = `{"type":"error","error":{"code":"invalid_request","message":"expected a utcpd envelope frame"}}`
+			case f.Type == "utcp":
+				answer = `{"type":"manual","id":` + string(f.ID) + `,"manual":{"utcp_version":"1.1.0","manual_version":"1","tools":[` +
+					`{"name":"echo","description":"d","inputs":{"type":"object"}},` +
+					`{"name":"own","description":"d","inputs":{"type":"object"},"tool_call_template":{"call_template_type":"websocket","url":"` + self + `"}},` +
+					`{"name":"elsewhere","description":"d","inputs":{"type":"object"},"tool_call_template":{"call_template_type":"websocket","url":"ws://127.0.0.1:1/other"}}]}}`
+			default:
+				answer = `{"type":"result","id":` + string(f.ID) + `,"result":"ok"}`
+			}
+			if ws.WriteMessage(gws.TextMessage, []byte(answer)) != nil {
+				return
+			}
+		}
+	})
+	logged := func() (*websocket.Transport, *transporttest.SyncBuffer) {
+		var logs transporttest.SyncBuffer
+		tr, err := websocket.New(transports.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { tr.Close() })
+		return tr, &logs
+	}
+	tr, logs := logged()
+	envelopeOf := func(m *utcp.Manual, tool string) bool {
+		for _, tl := range m.Tools {
+			if tl.Name == tool {
+				ct, err := websocket.ParseTemplate(tl.ToolCallTemplate.Raw)
+				if err != nil {
+					t.Fatalf("%s's template: %v", tool, err)
+				}
+				return ct.Spec.(*websocket.Template).Envelope
+			}
+		}
+		t.Fatalf("no tool %s", tool)
+		return false
+	}
+
+	url += "/ws" // the path the server names in its tool templates
+	old := tmpl(t, map[string]any{"name": "old", "url": url})
+	m, err := tr.RegisterManual(t.Context(), old)
+	if err != nil {
+		t.Fatalf("RegisterManual: %v", err)
+	}
+	if l := logs.String(); !strings.Contains(l, "speaks the utcpd envelope") || !strings.Contains(l, "tools=3") || !strings.Contains(l, `\"envelope\": true`) {
+		t.Errorf("discovery log %q: want a warning naming 3 tools and the envelope field", l)
+	}
+	if envelopeOf(m, "own") {
+		t.Errorf("a tool template got the envelope although the manual template does not set it")
+	}
+	_, err = do(t, tr, old, "echo", map[string]any{"a": 1})
+	if utcp.CodeOf(err) != utcp.CodeTransportError || !strings.Contains(fmt.Sprint(err), `set "envelope": true`) {
+		t.Errorf("call without the envelope: %v, want a transport_error saying to set \"envelope\": true", err)
+	}
+
+	tr, logs = logged()
+	fixed := tmpl(t, map[string]any{"name": "fixed", "url": url, "envelope": true})
+	if m, err = tr.RegisterManual(t.Context(), fixed); err != nil {
+		t.Fatalf("RegisterManual with the envelope: %v", err)
+	}
+	if v, err := do(t, tr, fixed, "echo", nil); err != nil || v != "ok" {
+		t.Errorf("call with the envelope: %v, %v", v, err)
+	}
+	if !envelopeOf(m, "own") || envelopeOf(m, "elsewhere") {
+		t.Errorf("envelope inherited: own %v, elsewhere %v; want true, false", envelopeOf(m, "own"), envelopeOf(m, "elsewhere"))
+	}
+	if l := logs.String(); !strings.Contains(l, "tools=1") {
+		t.Errorf("discovery log %q: want the warning to name only the tool elsewhere", l)
 	}
 }
 
@@ -434,7 +576,7 @@ func TestMessageModeStreamEndsWhenServerCloses(t *testing.T) {
 
 func TestInsecureURLRefused(t *testing.T) {
 	tr := newTransport(t, nil)
-	ct := tmpl(t, map[string]any{"url": "ws://example.com/ws"})
+	ct := tmpl(t, map[string]any{"envelope": true, "url": "ws://example.com/ws"})
 	_, err := do(t, tr, ct, fixture.Echo, nil)
 	if utcp.CodeOf(err) != utcp.CodeInvalidTemplate || !strings.Contains(err.Error(), "loopback") {
 		t.Errorf("call: err = %v, want invalid_template explaining the loopback rule", err)
@@ -454,6 +596,7 @@ func TestTemplateValidation(t *testing.T) {
 		`{"call_template_type":"websocket","url":"ws://127.0.0.1/ws","message":42}`,
 		`{"call_template_type":"websocket","url":"ws://127.0.0.1/ws","protocol":"bad proto"}`,
 		`{"call_template_type":"websocket","url":"ws://127.0.0.1/ws","timeout":-1}`,
+		`{"call_template_type":"websocket","url":"ws://127.0.0.1/ws","envelope":true,"message":"go"}`,
 	} {
 		if _, err := websocket.ParseTemplate(json.RawMessage(raw)); !errors.Is(err, transports.ErrInvalidTemplate) {
 			t.Errorf("ParseTemplate(%s) = %v, want invalid_template", raw, err)
@@ -470,7 +613,7 @@ func TestDeregisterClosesConnection(t *testing.T) {
 	f := fixture.New()
 	srv, url := serveFixture(t, f, websocketserver.Options{})
 	tr := transports.Count(websocket.Type, newTransport(t, nil))
-	ct := tmpl(t, map[string]any{"url": url})
+	ct := tmpl(t, map[string]any{"envelope": true, "url": url})
 	if _, err := tr.RegisterManual(t.Context(), ct); err != nil {
 		t.Fatal(err)
 	}
@@ -504,7 +647,7 @@ func TestDeregisterClosesConnection(t *testing.T) {
 		t.Errorf("call after registering again: %v", err)
 	}
 	// Other manuals on the same server are not affected.
-	other := tmpl(t, map[string]any{"name": "other", "url": url})
+	other := tmpl(t, map[string]any{"envelope": true, "name": "other", "url": url})
 	if _, err := do(t, tr, other, fixture.Echo, nil); err != nil {
 		t.Errorf("a manual never registered with this transport: %v", err)
 	}
@@ -513,7 +656,7 @@ func TestDeregisterClosesConnection(t *testing.T) {
 func TestKeepAliveFalse(t *testing.T) {
 	srv, url := serveFixture(t, fixture.New(), websocketserver.Options{})
 	tr := newTransport(t, nil)
-	ct := tmpl(t, map[string]any{"url": url, "keep_alive": false})
+	ct := tmpl(t, map[string]any{"envelope": true, "url": url, "keep_alive": false})
 	for range 3 {
 		if _, err := do(t, tr, ct, fixture.Echo, nil); err != nil {
 			t.Fatal(err)
@@ -531,7 +674,7 @@ func TestHeartbeat(t *testing.T) {
 			_, _ = io.Copy(io.Discard, ws.NetConn())
 		})
 		tr := newTransport(t, map[string]any{"ping_interval": 50})
-		ct := tmpl(t, map[string]any{"url": url, "timeout": 20})
+		ct := tmpl(t, map[string]any{"envelope": true, "url": url, "timeout": 20})
 		start := time.Now()
 		_, err := do(t, tr, ct, fixture.Echo, nil)
 		if utcp.CodeOf(err) != utcp.CodeTransportError || !strings.Contains(err.Error(), "no pong") {
@@ -544,7 +687,7 @@ func TestHeartbeat(t *testing.T) {
 	t.Run("an idle connection is closed and reopened", func(t *testing.T) {
 		srv, url := serveFixture(t, fixture.New(), websocketserver.Options{})
 		tr := newTransport(t, map[string]any{"ping_interval": 20, "idle_timeout": 100})
-		ct := tmpl(t, map[string]any{"url": url})
+		ct := tmpl(t, map[string]any{"envelope": true, "url": url})
 		if _, err := do(t, tr, ct, fixture.Echo, nil); err != nil {
 			t.Fatal(err)
 		}
@@ -567,7 +710,7 @@ func TestHeartbeat(t *testing.T) {
 func TestOversizedMessage(t *testing.T) {
 	_, url := serveFixture(t, fixture.New(), websocketserver.Options{})
 	tr := newTransport(t, map[string]any{"max_message_bytes": 1024})
-	ct := tmpl(t, map[string]any{"url": url})
+	ct := tmpl(t, map[string]any{"envelope": true, "url": url})
 	_, err := do(t, tr, ct, fixture.Echo, map[string]any{"big": strings.Repeat("x", 4096)})
 	if utcp.CodeOf(err) != utcp.CodePayloadTooLarge {
 		t.Errorf("err = %v, want payload_too_large", err)
@@ -605,7 +748,7 @@ func TestHandshake(t *testing.T) {
 	url := "ws" + strings.TrimPrefix(srv.URL, "http")
 	tr := newTransport(t, nil)
 
-	ct := tmpl(t, map[string]any{"url": url, "headers": map[string]string{"X-Client": "utcpd"},
+	ct := tmpl(t, map[string]any{"envelope": true, "url": url, "headers": map[string]string{"X-Client": "utcpd"},
 		"auth": map[string]any{"auth_type": "api_key", "api_key": "Bearer s3cret", "var_name": "Authorization"}})
 	if _, err := do(t, tr, ct, "t", nil); err != nil {
 		t.Fatal(err)
@@ -615,7 +758,7 @@ func TestHandshake(t *testing.T) {
 	if h.Get("Authorization") != "Bearer s3cret" || h.Get("X-Client") != "utcpd" {
 		t.Errorf("handshake headers: %v", h)
 	}
-	ct = tmpl(t, map[string]any{"name": "q", "url": url, "auth": map[string]any{"auth_type": "api_key", "api_key": "k1", "var_name": "key", "location": "query"}})
+	ct = tmpl(t, map[string]any{"envelope": true, "name": "q", "url": url, "auth": map[string]any{"auth_type": "api_key", "api_key": "k1", "var_name": "key", "location": "query"}})
 	if _, err := do(t, tr, ct, "t", nil); err != nil {
 		t.Fatal(err)
 	}
@@ -623,7 +766,7 @@ func TestHandshake(t *testing.T) {
 	if q := <-queries; q != "key=k1" {
 		t.Errorf("query = %q", q)
 	}
-	ct = tmpl(t, map[string]any{"name": "b", "url": url, "auth": map[string]any{"auth_type": "basic", "username": "u", "password": "p"}})
+	ct = tmpl(t, map[string]any{"envelope": true, "name": "b", "url": url, "auth": map[string]any{"auth_type": "basic", "username": "u", "password": "p"}})
 	if _, err := do(t, tr, ct, "t", nil); err != nil {
 		t.Fatal(err)
 	}
@@ -631,7 +774,7 @@ func TestHandshake(t *testing.T) {
 		t.Errorf("basic: %q", h.Get("Authorization"))
 	}
 	<-queries
-	ct = tmpl(t, map[string]any{"name": "d", "url": url, "headers": map[string]string{"X-Deny": "1"}})
+	ct = tmpl(t, map[string]any{"envelope": true, "name": "d", "url": url, "headers": map[string]string{"X-Deny": "1"}})
 	_, err := do(t, tr, ct, "t", nil)
 	var te *utcp.TransportError
 	if !errors.As(err, &te) || te.Status != http.StatusForbidden || !strings.Contains(err.Error(), "go away") {
@@ -645,7 +788,7 @@ func TestCloseFailsCallsInFlight(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ct := tmpl(t, map[string]any{"url": url})
+	ct := tmpl(t, map[string]any{"envelope": true, "url": url})
 	errc := make(chan error, 1)
 	go func() {
 		_, err := tr.CallTool(t.Context(), callOf(ct, fixture.Sleep, map[string]any{"ms": 10000}))
@@ -669,7 +812,7 @@ func TestCloseFailsCallsInFlight(t *testing.T) {
 func TestStreamEvents(t *testing.T) {
 	_, url := serveFixture(t, fixture.New(), websocketserver.Options{})
 	tr := newTransport(t, nil)
-	ct := tmpl(t, map[string]any{"url": url})
+	ct := tmpl(t, map[string]any{"envelope": true, "url": url})
 	st, err := tr.CallToolStream(t.Context(), callOf(ct, fixture.Echo, map[string]any{"a": "b"}))
 	if err != nil {
 		t.Fatal(err)
@@ -693,23 +836,30 @@ func TestStreamEvents(t *testing.T) {
 	st.Close()
 }
 
+// startWSPeer starts testdata/<script> on the ws npm peer (gated by
+// transporttest.NPMPeer) and returns its ws:// URL.
+func startWSPeer(t *testing.T, script string) string {
+	t.Helper()
+	peer := transporttest.NPMPeer(t, "ws")
+	var hello struct {
+		Port    int    `json:"port"`
+		Version string `json:"ws_version"`
+	}
+	peer.Start(t, filepath.Join("testdata", script), &hello)
+	t.Logf("%s: ws %s serving on 127.0.0.1:%d", script, hello.Version, hello.Port)
+	return fmt.Sprintf("ws://127.0.0.1:%d/", hello.Port)
+}
+
 // TestNodePeer runs the transport against a WebSocket server built on the
 // ws npm package (testdata/echo-server.mjs), a third-party implementation
 // of the protocol. It needs node and `npm ci` in testdata/peer; set
 // UTCPD_NPM_PEERS=1 to run it (CI does), and it fails when that is set
 // and the peer is missing.
 func TestNodePeer(t *testing.T) {
-	peer := transporttest.NPMPeer(t, "ws")
-	var hello struct {
-		Port    int    `json:"port"`
-		Version string `json:"ws_version"`
-	}
-	peer.Start(t, filepath.Join("testdata", "echo-server.mjs"), &hello)
-	t.Logf("ws %s serving on 127.0.0.1:%d", hello.Version, hello.Port)
-	url := fmt.Sprintf("ws://127.0.0.1:%d/", hello.Port)
+	url := startWSPeer(t, "echo-server.mjs")
 
 	tr := newTransport(t, nil)
-	ct := tmpl(t, map[string]any{"name": "peer", "url": url, "protocol": "utcpd.v1"})
+	ct := tmpl(t, map[string]any{"envelope": true, "name": "peer", "url": url, "protocol": "utcpd.v1"})
 	m, err := tr.RegisterManual(t.Context(), ct)
 	if err != nil {
 		t.Fatalf("RegisterManual: %v", err)
@@ -746,9 +896,74 @@ func TestNodePeer(t *testing.T) {
 	if bad.Load() != 0 {
 		t.Errorf("%d of 32 concurrent calls failed", bad.Load())
 	}
-	refused := tmpl(t, map[string]any{"name": "peer2", "url": url, "protocol": "mqtt"})
+	refused := tmpl(t, map[string]any{"envelope": true, "name": "peer2", "url": url, "protocol": "mqtt"})
 	if _, err := do(t, tr, refused, "echo", nil); !strings.Contains(fmt.Sprint(err), "refused subprotocol") {
 		t.Errorf("subprotocol the peer does not speak: %v", err)
+	}
+}
+
+// TestNodePeerPlain runs the transport's default, python-utcp's plain
+// frames, against a server built on the ws npm package
+// (testdata/plain-server.mjs) that knows nothing of the utcpd envelope:
+// the templates set neither message nor envelope. Discovery takes its
+// bare manual; each tool, at a URL of its own, answers the arguments sent
+// as one JSON text frame with one frame; count streams a frame a number
+// and ends with a normal close. Gated like TestNodePeer.
+func TestNodePeerPlain(t *testing.T) {
+	tr := newTransport(t, nil)
+	ct := tmpl(t, map[string]any{"name": "plain", "url": startWSPeer(t, "plain-server.mjs")})
+	m, err := tr.RegisterManual(t.Context(), ct)
+	if err != nil {
+		t.Fatalf("RegisterManual: %v", err)
+	}
+	tools := map[string]*utcp.CallTemplate{}
+	for _, tool := range m.Tools {
+		if tool.ToolCallTemplate == nil {
+			t.Fatalf("tool %s has no template of its own", tool.Name)
+		}
+		own, err := websocket.ParseTemplate(tool.ToolCallTemplate.Raw)
+		if err != nil {
+			t.Fatalf("tool %s: %v", tool.Name, err)
+		}
+		tools[tool.Name] = &own
+	}
+	if len(tools) != 3 || tools["echo"] == nil || tools["greet"] == nil || tools["count"] == nil {
+		t.Fatalf("the peer's manual: %v, want echo, greet and count", m.Tools)
+	}
+
+	args := map[string]any{"text": "héllo 🌍", "n": 1.5, "list": []any{1, "two", nil}}
+	v, err := do(t, tr, tools["echo"], "echo", args)
+	if err != nil || !cmp.Equal(map[string]any{"text": "héllo 🌍", "n": num("1.5"), "list": []any{num("1"), "two", nil}}, v) {
+		t.Errorf("echo: %v, %v", v, err)
+	}
+	if v, err := do(t, tr, tools["greet"], "greet", map[string]any{"name": "Ada"}); err != nil || v != "hello, Ada" {
+		t.Errorf("greet: %v, %v; want the text frame as a string", v, err)
+	}
+	st, err := tr.CallToolStream(t.Context(), callOf(tools["count"], "count", map[string]any{"n": 4}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	events, err := transporttest.Collect(t, st)
+	var got []any
+	for _, ev := range events {
+		got = append(got, ev.Data)
+	}
+	if err != nil || !cmp.Equal([]any{num("1"), num("2"), num("3"), num("4")}, got) {
+		t.Errorf("count stream: %v, %v; want 1..4 and the end at the normal close", got, err)
+	}
+	var wg sync.WaitGroup
+	var bad atomic.Int32
+	for i := range 16 {
+		wg.Go(func() {
+			v, err := do(t, tr, tools["echo"], "echo", map[string]any{"i": i})
+			if err != nil || !cmp.Equal(map[string]any{"i": num(fmt.Sprint(i))}, v) {
+				bad.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if bad.Load() != 0 {
+		t.Errorf("%d of 16 concurrent calls failed", bad.Load())
 	}
 }
 
@@ -769,7 +984,7 @@ func BenchmarkCount(b *testing.B) {
 	}
 	b.Run("transport", func(b *testing.B) {
 		tr := newTransport(b, nil)
-		ct := tmpl(b, map[string]any{"url": url})
+		ct := tmpl(b, map[string]any{"envelope": true, "url": url})
 		if _, err := tr.RegisterManual(b.Context(), ct); err != nil {
 			b.Fatal(err)
 		}
@@ -849,7 +1064,7 @@ func TestCloseInterruptsRecv(t *testing.T) {
 	f := fixture.New()
 	_, url := serveFixture(t, f, websocketserver.Options{})
 	tr := newTransport(t, nil)
-	ct := tmpl(t, map[string]any{"url": url})
+	ct := tmpl(t, map[string]any{"envelope": true, "url": url})
 	st, err := tr.CallToolStream(t.Context(), callOf(ct, fixture.Count, map[string]any{"n": 2, "delay_ms": 10000}))
 	if err != nil {
 		t.Fatal(err)

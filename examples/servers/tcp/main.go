@@ -18,7 +18,6 @@ import (
 
 	"github.com/utcpd/utcpd/examples/servers/internal/serve"
 	"github.com/utcpd/utcpd/examples/servers/tcp/tcpserver"
-	"github.com/utcpd/utcpd/transports/tcp"
 	"github.com/utcpd/utcpd/transports/transporttest/fixture"
 )
 
@@ -35,7 +34,7 @@ func main() {
 	switch *framing {
 	case "delimiter":
 	case "length_prefix":
-		opts.Framing = tcp.Framing{Strategy: tcp.FramingLengthPrefix, PrefixBytes: 4}
+		opts.Framing = tcpserver.Framing{PrefixBytes: 4}
 	default:
 		log.Fatalf("unknown -framing %q", *framing)
 	}

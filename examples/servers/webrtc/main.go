@@ -27,7 +27,6 @@ import (
 	"github.com/utcpd/utcpd/examples/servers/internal/serve"
 	"github.com/utcpd/utcpd/examples/servers/webrtc/webrtcserver"
 	"github.com/utcpd/utcpd/transports/transporttest/fixture"
-	"github.com/utcpd/utcpd/transports/webrtc"
 )
 
 func main() {
@@ -43,7 +42,7 @@ func main() {
 
 	opts := webrtcserver.Options{PeerID: *peerID, AllowInsecure: *insecure, Logger: slog.Default()}
 	if *loopback {
-		opts.Network = webrtc.LoopbackNetwork()
+		opts.Network = webrtcserver.Loopback()
 	}
 	s, err := webrtcserver.New(fixture.New(), opts)
 	if err != nil {

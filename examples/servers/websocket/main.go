@@ -1,12 +1,17 @@
 // Command websocket serves the fixture tools (echo, add, fail, sleep,
-// count) for utcpd's websocket transport, speaking the utcpd envelope at
-// /ws (the manual as plain JSON at /utcp).
+// count) for utcpd's websocket transport in both of its modes: the utcpd
+// envelope at /ws, and python-utcp's plain frames at /plain (discovery)
+// and /plain/{tool} (the envelope manual as plain JSON at /utcp).
 //
 //	go run ./examples/servers/websocket -listen 127.0.0.1:8084
 //
 // then register the manual template
 //
-//	{"name": "realtime", "call_template_type": "websocket", "url": "ws://127.0.0.1:8084/ws"}
+//	{"name": "realtime", "call_template_type": "websocket", "url": "ws://127.0.0.1:8084/ws", "envelope": true}
+//
+// or, for plain frames,
+//
+//	{"name": "realtime_plain", "call_template_type": "websocket", "url": "ws://127.0.0.1:8084/plain"}
 //
 // Flags: -listen address (default 127.0.0.1:8084); -allow-insecure marks
 // the served tool templates "allow_insecure": true, needed when utcpd
@@ -32,6 +37,6 @@ func main() {
 
 	ln := serve.Listen(*listen)
 	srv := websocketserver.NewServer(*listen, fixture.New(), websocketserver.Options{AllowInsecure: *insecure})
-	fmt.Printf("serving the fixture tools over WebSocket on ws://%s/ws (manual as JSON: http://%s/utcp)\n", ln.Addr(), ln.Addr())
+	fmt.Printf("serving the fixture tools over WebSocket: the utcpd envelope on ws://%s/ws, plain frames on ws://%s/plain (manual as JSON: http://%s/utcp)\n", ln.Addr(), ln.Addr(), ln.Addr())
 	serve.HTTP(ctx, srv, ln)
 }

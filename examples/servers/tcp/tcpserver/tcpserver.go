@@ -1,27 +1,32 @@
 // Package tcpserver serves the fixture tools (echo, add, fail, sleep,
-// count) over TCP with the utcpd envelope of transports/tcp: JSON frames
-// {"type":"call","id","tool","arguments"}, {"type":"cancel","id"} and
-// {"type":"utcp","id"} in, result, event, end, error and manual frames
-// out, delimited by the configured framing (newline-delimited by default).
+// count) over TCP with the utcpd envelope that transports/tcp speaks:
+// JSON frames {"type":"call","id","tool","arguments"},
+// {"type":"cancel","id"} and {"type":"utcp","id"} in, result, event,
+// end, error and manual frames out, delimited by the configured framing
+// (newline-delimited by default, or a length prefix).
+//
+// The framing and the envelope (examples/servers/internal/envelope) are
+// the server's own, written from the protocol description in
+// docs/transports.md rather than shared with the client, so that the
+// conformance suite tests one against the other.
 //
 // Calls on one connection run concurrently and are answered by id. count
 // streams 1..n as separate event frames and ends with an end frame. When
 // a connection closes, or a cancel frame names a call, the call's context
-// is cancelled, so sleep and count stop early.
+// is cancelled, so sleep and count stop early. A request frame over
+// MaxFrame, or cut short, ends the connection.
 package tcpserver
 
 import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"net"
 	"strconv"
 	"sync"
 
-	"github.com/utcpd/utcpd/transports/tcp"
+	"github.com/utcpd/utcpd/examples/servers/internal/envelope"
 	"github.com/utcpd/utcpd/transports/transporttest/fixture"
-	"github.com/utcpd/utcpd/utcp"
 )
 
 // MaxFrame caps one request frame: 64 MiB.
@@ -30,7 +35,7 @@ const MaxFrame = 64 << 20
 // Options configure a Server.
 type Options struct {
 	// Framing delimits frames; the zero value means newline-delimited.
-	Framing tcp.Framing
+	Framing Framing
 	// AllowInsecure marks the served template allow_insecure, needed when
 	// utcpd reaches the server through a host that is not loopback.
 	AllowInsecure bool
@@ -48,10 +53,11 @@ type Server struct {
 	wg     sync.WaitGroup
 }
 
-// New returns a Server for f.
+// New returns a Server for f. It panics when opts.Framing.PrefixBytes is
+// not 0, 1, 2, 4 or 8, a programming error.
 func New(f *fixture.Fixture, opts Options) *Server {
-	if opts.Framing.Strategy == "" {
-		opts.Framing = tcp.Framing{Strategy: tcp.FramingDelimiter, Delimiter: []byte("\n")}
+	if err := opts.Framing.check(); err != nil {
+		panic(err)
 	}
 	return &Server{f: f, opts: opts, lns: map[net.Listener]struct{}{}, conns: map[net.Conn]struct{}{}}
 }
@@ -61,20 +67,17 @@ func New(f *fixture.Fixture, opts Options) *Server {
 func (s *Server) Template(addr string) map[string]any {
 	host, portStr, _ := net.SplitHostPort(addr)
 	port, _ := strconv.Atoi(portStr)
-	m := map[string]any{"call_template_type": tcp.Type, "host": host, "port": port, "envelope": true,
-		"framing_strategy": s.opts.Framing.Strategy, "max_response_size": 64 << 20}
-	switch s.opts.Framing.Strategy {
-	case tcp.FramingLengthPrefix:
-		n := s.opts.Framing.PrefixBytes
-		if n == 0 {
-			n = 4
-		}
-		m["length_prefix_bytes"] = n
-		if s.opts.Framing.LittleEndian {
+	m := map[string]any{"call_template_type": "tcp", "host": host, "port": port, "envelope": true,
+		"max_response_size": MaxFrame}
+	if fr := s.opts.Framing; fr.PrefixBytes != 0 {
+		m["framing_strategy"] = "length_prefix"
+		m["length_prefix_bytes"] = fr.PrefixBytes
+		if fr.LittleEndian {
 			m["length_prefix_endian"] = "little"
 		}
-	case tcp.FramingDelimiter:
-		m["message_delimiter"] = string(s.opts.Framing.Delimiter)
+	} else {
+		m["framing_strategy"] = "delimiter"
+		m["message_delimiter"] = string(fr.delimiter())
 		m["interpret_escape_sequences"] = false
 	}
 	if s.opts.AllowInsecure {
@@ -157,26 +160,25 @@ func (s *Server) serveConn(nc net.Conn) {
 	}()
 	br := bufio.NewReaderSize(nc, 64<<10)
 	for {
-		data, err := s.opts.Framing.Read(br, MaxFrame)
+		data, err := s.opts.Framing.readFrame(br, MaxFrame)
 		if err != nil {
-			return
+			return // the connection ended, or sent a frame it cannot have meant
 		}
-		var req tcp.Frame
-		if err := json.Unmarshal(data, &req); err != nil {
-			ss.send(tcp.Frame{Type: tcp.FrameError, Error: &tcp.WireError{Code: "invalid_request", Message: "not a JSON envelope frame"}})
+		req, err := envelope.Decode(data)
+		if err != nil {
+			ss.send(envelope.ErrorFrame("", "invalid_request", "not a JSON envelope frame"))
 			continue
 		}
 		switch req.Type {
-		case tcp.FrameDiscover:
-			raw, _ := json.Marshal(fixture.Manual(nil))
-			ss.send(tcp.Frame{Type: tcp.FrameManual, ID: req.ID, Manual: raw})
-		case tcp.FrameCancel:
+		case envelope.Discover:
+			ss.send(envelope.ManualFrame(req.ID))
+		case envelope.Cancel:
 			ss.cmu.Lock()
 			if c := ss.cancels[req.ID]; c != nil {
 				c()
 			}
 			ss.cmu.Unlock()
-		case tcp.FrameCall:
+		case envelope.Call:
 			cctx, ccancel := context.WithCancel(ctx)
 			ss.cmu.Lock()
 			ss.cancels[req.ID] = ccancel
@@ -188,63 +190,21 @@ func (s *Server) serveConn(nc net.Conn) {
 					ss.cmu.Unlock()
 					ccancel()
 				}()
-				ss.call(cctx, &req)
+				envelope.Answer(cctx, s.f, req, ss.send)
 			})
 		default:
-			ss.send(tcp.Frame{Type: tcp.FrameError, ID: req.ID, Error: &tcp.WireError{Code: "invalid_request", Message: "unknown frame type " + strconv.Quote(req.Type)}})
+			ss.send(envelope.ErrorFrame(req.ID, "invalid_request", "unknown frame type "+strconv.Quote(req.Type)))
 		}
 	}
 }
 
-func (ss *session) call(ctx context.Context, req *tcp.Frame) {
-	var err error
-	if req.Tool == fixture.Count {
-		err = ss.s.f.Stream(ctx, req.Tool, req.Arguments, func(v any) error {
-			return ss.send(tcp.Frame{Type: tcp.FrameEvent, ID: req.ID, Data: v})
-		})
-		if err == nil {
-			ss.send(tcp.Frame{Type: tcp.FrameEnd, ID: req.ID})
-			return
-		}
-	} else {
-		var v any
-		if v, err = ss.s.f.Call(ctx, req.Tool, req.Arguments); err == nil {
-			ss.send(tcp.Frame{Type: tcp.FrameResult, ID: req.ID, Result: resultValue(v)})
-			return
-		}
-	}
-	if ctx.Err() != nil {
-		return // the caller went away
-	}
-	ss.send(tcp.Frame{Type: tcp.FrameError, ID: req.ID, Error: WireErrorOf(err)})
-}
-
-// resultValue keeps a nil result as JSON null rather than dropping it.
-func resultValue(v any) any {
-	if v == nil {
-		return json.RawMessage("null")
-	}
-	return v
-}
-
-// WireErrorOf maps a fixture error to the envelope's error object.
-func WireErrorOf(err error) *tcp.WireError {
-	var fail *fixture.Failure
-	switch {
-	case errors.As(err, &fail):
-		return &tcp.WireError{Code: string(utcp.CodeToolError), Message: fail.Message}
-	case errors.Is(err, fixture.ErrUnknownTool):
-		return &tcp.WireError{Code: string(utcp.CodeToolNotFound), Message: err.Error()}
-	}
-	return &tcp.WireError{Code: string(utcp.CodeInvalidArguments), Message: err.Error()}
-}
-
-func (ss *session) send(f tcp.Frame) error {
+// send writes one frame; frames of concurrent calls never interleave.
+func (ss *session) send(f envelope.Frame) error {
 	b, err := json.Marshal(f)
 	if err != nil {
 		return err
 	}
-	out, err := ss.s.opts.Framing.Append(nil, b)
+	out, err := ss.s.opts.Framing.appendFrame(nil, b)
 	if err != nil {
 		return err
 	}

@@ -1,13 +1,19 @@
 // Package udpserver serves the fixture tools (echo, add, fail, sleep,
-// count) over UDP with the utcpd envelope of transports/udp: one JSON
-// frame per datagram. {"type":"call","id","tool","arguments"},
+// count) over UDP with the utcpd envelope that transports/udp speaks:
+// one JSON frame per datagram. {"type":"call","id","tool","arguments"},
 // {"type":"cancel","id"} and {"type":"utcp","id"} come in; result, event,
 // end, error and manual datagrams go back to the sender.
+//
+// The envelope (examples/servers/internal/envelope) is the server's own,
+// written from the protocol description in docs/transports.md rather
+// than shared with the client, so that the conformance suite tests one
+// against the other.
 //
 // count streams 1..n as separate event datagrams and ends with an end
 // datagram. A cancel datagram from the same sender and id cancels the
 // call's context, so sleep and count stop early (UDP may lose it). A
-// result too large for one datagram is answered with an error datagram.
+// result too large for one datagram (MaxDatagram) is answered with an
+// error datagram.
 package udpserver
 
 import (
@@ -18,10 +24,13 @@ import (
 	"strconv"
 	"sync"
 
+	"github.com/utcpd/utcpd/examples/servers/internal/envelope"
 	"github.com/utcpd/utcpd/transports/transporttest/fixture"
-	"github.com/utcpd/utcpd/transports/udp"
-	"github.com/utcpd/utcpd/utcp"
 )
+
+// MaxDatagram is the largest datagram the server sends, and the most a
+// UDP datagram over IPv4 can carry: 65535 less the IP and UDP headers.
+const MaxDatagram = 65507
 
 // Options configure a Server.
 type Options struct {
@@ -56,7 +65,7 @@ func New(f *fixture.Fixture, opts Options) *Server {
 func (s *Server) Template(addr string) map[string]any {
 	host, portStr, _ := net.SplitHostPort(addr)
 	port, _ := strconv.Atoi(portStr)
-	m := map[string]any{"call_template_type": udp.Type, "host": host, "port": port, "envelope": true}
+	m := map[string]any{"call_template_type": "udp", "host": host, "port": port, "envelope": true}
 	if s.opts.AllowInsecure {
 		m["allow_insecure"] = true
 	}
@@ -86,23 +95,22 @@ func (s *Server) Serve(pc net.PacketConn) error {
 			}
 			return err
 		}
-		var req udp.Frame
-		if err := json.Unmarshal(buf[:n], &req); err != nil {
-			s.send(pc, addr, udp.Frame{Type: udp.FrameError, Error: &udp.WireError{Code: "invalid_request", Message: "not a JSON envelope datagram"}})
+		req, err := envelope.Decode(buf[:n])
+		if err != nil {
+			_ = s.send(pc, addr, envelope.ErrorFrame("", "invalid_request", "not a JSON envelope datagram"))
 			continue
 		}
 		key := addr.String() + "\x00" + req.ID
 		switch req.Type {
-		case udp.FrameDiscover:
-			raw, _ := json.Marshal(fixture.Manual(nil))
-			s.send(pc, addr, udp.Frame{Type: udp.FrameManual, ID: req.ID, Manual: raw})
-		case udp.FrameCancel:
+		case envelope.Discover:
+			_ = s.send(pc, addr, envelope.ManualFrame(req.ID))
+		case envelope.Cancel:
 			s.mu.Lock()
 			if c := s.cancels[key]; c != nil {
 				c()
 			}
 			s.mu.Unlock()
-		case udp.FrameCall:
+		case envelope.Call:
 			ctx, cancel := context.WithCancel(s.ctx)
 			s.mu.Lock()
 			s.cancels[key] = cancel
@@ -116,10 +124,10 @@ func (s *Server) Serve(pc net.PacketConn) error {
 					s.mu.Unlock()
 					cancel()
 				}()
-				s.call(ctx, pc, addr, &req)
+				envelope.Answer(ctx, s.f, req, func(f envelope.Frame) error { return s.send(pc, addr, f) })
 			}()
 		default:
-			s.send(pc, addr, udp.Frame{Type: udp.FrameError, ID: req.ID, Error: &udp.WireError{Code: "invalid_request", Message: "unknown frame type " + strconv.Quote(req.Type)}})
+			_ = s.send(pc, addr, envelope.ErrorFrame(req.ID, "invalid_request", "unknown frame type "+strconv.Quote(req.Type)))
 		}
 	}
 }
@@ -138,54 +146,21 @@ func (s *Server) Close() error {
 	return nil
 }
 
-func (s *Server) call(ctx context.Context, pc net.PacketConn, addr net.Addr, req *udp.Frame) {
-	var err error
-	if req.Tool == fixture.Count {
-		err = s.f.Stream(ctx, req.Tool, req.Arguments, func(v any) error {
-			return s.send(pc, addr, udp.Frame{Type: udp.FrameEvent, ID: req.ID, Data: v})
-		})
-		if err == nil {
-			_ = s.send(pc, addr, udp.Frame{Type: udp.FrameEnd, ID: req.ID})
-			return
-		}
-	} else {
-		var v any
-		if v, err = s.f.Call(ctx, req.Tool, req.Arguments); err == nil {
-			if v == nil {
-				v = json.RawMessage("null")
-			}
-			if s.send(pc, addr, udp.Frame{Type: udp.FrameResult, ID: req.ID, Result: v}) != nil {
-				_ = s.send(pc, addr, udp.Frame{Type: udp.FrameError, ID: req.ID, Error: &udp.WireError{Code: "invalid_request", Message: "the result does not fit one datagram"}})
-			}
-			return
-		}
-	}
-	if ctx.Err() != nil {
-		return // the caller went away
-	}
-	_ = s.send(pc, addr, udp.Frame{Type: udp.FrameError, ID: req.ID, Error: wireErrorOf(err)})
-}
-
-func wireErrorOf(err error) *udp.WireError {
-	var fail *fixture.Failure
-	switch {
-	case errors.As(err, &fail):
-		return &udp.WireError{Code: string(utcp.CodeToolError), Message: fail.Message}
-	case errors.Is(err, fixture.ErrUnknownTool):
-		return &udp.WireError{Code: string(utcp.CodeToolNotFound), Message: err.Error()}
-	}
-	return &udp.WireError{Code: string(utcp.CodeInvalidArguments), Message: err.Error()}
-}
-
 var errTooBig = errors.New("datagram too large")
 
-func (s *Server) send(pc net.PacketConn, addr net.Addr, f udp.Frame) error {
+// send writes one frame as one datagram to addr. A result too large for
+// a datagram is answered with an error datagram instead; any other frame
+// too large is not sent, and send returns errTooBig.
+func (s *Server) send(pc net.PacketConn, addr net.Addr, f envelope.Frame) error {
 	b, err := json.Marshal(f)
 	if err != nil {
 		return err
 	}
-	if len(b) > udp.MaxDatagram {
-		return errTooBig
+	if len(b) > MaxDatagram {
+		if f.Type != envelope.Result {
+			return errTooBig
+		}
+		b, _ = json.Marshal(envelope.ErrorFrame(f.ID, "invalid_request", "the result does not fit one datagram"))
 	}
 	_, err = pc.WriteTo(b, addr)
 	return err

@@ -1,8 +1,11 @@
 // Package webrtcserver is the demo WebRTC peer of the fixture tools: a
 // pion peer that utcpd's webrtc transport reaches through either of its
 // signaling endpoints, speaking the data-channel envelope documented in
-// package transports/webrtc. Its tests and benchmarks, and the command
-// in examples/servers/webrtc, serve it.
+// docs/transports.md (section webrtc) and package transports/webrtc. Its
+// tests and benchmarks, and the command in examples/servers/webrtc,
+// serve it. The signaling messages, the envelope and the chunks are the
+// server's own code (wire.go), not the client's, so that the conformance
+// suite tests one against the other.
 //
 // Routes:
 //
@@ -52,7 +55,6 @@ import (
 	pion "github.com/pion/webrtc/v4"
 
 	"github.com/utcpd/utcpd/transports/transporttest/fixture"
-	"github.com/utcpd/utcpd/transports/webrtc"
 	"github.com/utcpd/utcpd/utcp"
 )
 
@@ -67,11 +69,12 @@ type Options struct {
 	// Name is the call template name given to the tool templates (default
 	// "fixture_webrtc").
 	Name string
-	// Network restricts the server's ICE candidates, as the transport's
-	// configuration does; webrtc.LoopbackNetwork() for tests.
-	Network webrtc.Network
+	// Network restricts the server's ICE candidates; Loopback() for
+	// tests, nil for pion's defaults (host candidates on every
+	// interface but loopback).
+	Network Network
 	// MaxChunkBytes is the largest data-channel message the server
-	// sends; 0 means webrtc.DefaultMaxChunkBytes.
+	// sends; 0 means 16 KiB, and less than 1024 means 1024.
 	MaxChunkBytes int
 	// AllowInsecure adds "allow_insecure": true to every tool template, so
 	// that utcpd may signal over plain http:// or ws:// to a host that is
@@ -102,8 +105,8 @@ type Server struct {
 	wg       sync.WaitGroup // session closers
 }
 
-// New returns a Server of f's tools. It fails only for an invalid
-// opts.Network.
+// New returns a Server of f's tools. It fails only when opts.Network
+// cannot build its API.
 func New(f *fixture.Fixture, opts Options) (*Server, error) {
 	if opts.PeerID == "" {
 		opts.PeerID = DefaultPeerID
@@ -112,15 +115,19 @@ func New(f *fixture.Fixture, opts Options) (*Server, error) {
 		opts.Name = "fixture_webrtc"
 	}
 	if opts.MaxChunkBytes == 0 {
-		opts.MaxChunkBytes = webrtc.DefaultMaxChunkBytes
+		opts.MaxChunkBytes = defaultMaxChunkBytes
 	}
+	opts.MaxChunkBytes = max(opts.MaxChunkBytes, minChunkBytes)
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	api, err := opts.Network.API()
-	if err != nil {
-		return nil, err
+	api := pion.NewAPI()
+	if opts.Network != nil {
+		var err error
+		if api, err = opts.Network.API(); err != nil {
+			return nil, err
+		}
 	}
 	return &Server{
 		f:    f,
@@ -199,7 +206,7 @@ func (s *Server) Manual(signalingURL string) *utcp.Manual {
 	return fixture.Manual(func(tool string) *utcp.CallTemplate {
 		fields := map[string]any{
 			"name":               s.opts.Name,
-			"call_template_type": webrtc.Type,
+			"call_template_type": "webrtc",
 			"signaling_server":   signalingURL,
 			"peer_id":            s.opts.PeerID,
 		}
@@ -207,7 +214,7 @@ func (s *Server) Manual(signalingURL string) *utcp.Manual {
 			fields["allow_insecure"] = true
 		}
 		raw, _ := json.Marshal(fields)
-		return &utcp.CallTemplate{Name: s.opts.Name, Type: webrtc.Type, Raw: raw}
+		return &utcp.CallTemplate{Name: s.opts.Name, Type: "webrtc", Raw: raw}
 	})
 }
 
@@ -218,7 +225,7 @@ type session struct {
 	base   string // the signaling URL the client used
 	ctx    context.Context
 	cancel context.CancelFunc
-	reasm  *webrtc.Reassembler // fed by the message callback only
+	chunks *reassembler // fed by the message callback only
 
 	writeMu sync.Mutex
 
@@ -237,7 +244,7 @@ func (s *Server) newSession(base string) (*session, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	sess := &session{s: s, pc: pc, base: base, ctx: ctx, cancel: cancel,
-		reasm: webrtc.NewReassembler(64 << 20), calls: map[string]context.CancelFunc{}}
+		chunks: newReassembler(64 << 20), calls: map[string]context.CancelFunc{}}
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -316,21 +323,18 @@ func (sess *session) answer(ctx context.Context, sdp string, gather bool) (strin
 	return sess.pc.LocalDescription().SDP, nil
 }
 
-func writeSignal(w http.ResponseWriter, status int, sig webrtc.Signal) {
+func writeSignal(w http.ResponseWriter, status int, sig signal) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(sig)
 }
 
-func errorSignal(msg string) webrtc.Signal {
-	raw, _ := json.Marshal(msg)
-	return webrtc.Signal{Type: webrtc.SignalError, Error: raw}
-}
+func errorSignal(msg string) signal { return signal{Type: signalError, Error: msg} }
 
 // checkOffer validates an offer signal and returns a refusal, if any.
-func (s *Server) checkOffer(sig *webrtc.Signal) (int, string) {
+func (s *Server) checkOffer(sig *signal) (int, string) {
 	switch {
-	case sig.Type != webrtc.SignalOffer:
+	case sig.Type != signalOffer:
 		return http.StatusBadRequest, `expected a message of type "offer"`
 	case strings.TrimSpace(sig.SDP) == "":
 		return http.StatusBadRequest, `the offer has no "sdp"`
@@ -342,7 +346,7 @@ func (s *Server) checkOffer(sig *webrtc.Signal) (int, string) {
 
 // serveOffer is HTTP signaling: one offer in, one complete answer out.
 func (s *Server) serveOffer(w http.ResponseWriter, r *http.Request) {
-	var sig webrtc.Signal
+	var sig signal
 	body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
 	if err != nil || json.Unmarshal(body, &sig) != nil {
 		writeSignal(w, http.StatusBadRequest, errorSignal("the body is not a JSON signaling message"))
@@ -369,7 +373,7 @@ func (s *Server) serveOffer(w http.ResponseWriter, r *http.Request) {
 		writeSignal(w, http.StatusBadRequest, errorSignal("the offer cannot be used: "+err.Error()))
 		return
 	}
-	writeSignal(w, http.StatusOK, webrtc.Signal{Type: webrtc.SignalAnswer, SDP: sdp})
+	writeSignal(w, http.StatusOK, signal{Type: signalAnswer, SDP: sdp})
 }
 
 // wsPeer is the server side of one signaling WebSocket.
@@ -381,7 +385,7 @@ type wsPeer struct {
 	closed   bool
 }
 
-func (p *wsPeer) sendLocked(sig webrtc.Signal) {
+func (p *wsPeer) sendLocked(sig signal) {
 	if p.closed {
 		return
 	}
@@ -405,7 +409,7 @@ func (p *wsPeer) candidate(c *pion.ICECandidate) {
 }
 
 func (p *wsPeer) sendCandidateLocked(init pion.ICECandidateInit) {
-	sig := webrtc.Signal{Type: webrtc.SignalCandidate}
+	sig := signal{Type: signalCandidate}
 	if init.Candidate != "" {
 		sig.Candidate = &init
 	}
@@ -442,7 +446,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		return
 	}
-	var sig webrtc.Signal
+	var sig signal
 	if json.Unmarshal(data, &sig) != nil {
 		p.sendLocked(errorSignal("the message is not a JSON signaling message"))
 		return
@@ -470,7 +474,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p.mu.Lock()
-	p.sendLocked(webrtc.Signal{Type: webrtc.SignalAnswer, SDP: sdp})
+	p.sendLocked(signal{Type: signalAnswer, SDP: sdp})
 	p.answered = true
 	for _, c := range p.queue {
 		p.sendCandidateLocked(c)
@@ -483,8 +487,8 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			return // the client closes the WebSocket once connected
 		}
-		var c webrtc.Signal
-		if json.Unmarshal(data, &c) != nil || c.Type != webrtc.SignalCandidate || c.Candidate == nil || c.Candidate.Candidate == "" {
+		var c signal
+		if json.Unmarshal(data, &c) != nil || c.Type != signalCandidate || c.Candidate == nil || c.Candidate.Candidate == "" {
 			continue
 		}
 		if err := sess.pc.AddICECandidate(*c.Candidate); err != nil {
@@ -493,22 +497,14 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// inbound is a client's message as the server reads it.
-type inbound struct {
-	Type   string          `json:"type"`
-	ID     json.RawMessage `json:"id"`
-	Tool   string          `json:"tool"`
-	Inputs map[string]any  `json:"inputs"`
-}
-
 // onMessage is the data channel's message callback.
 func (sess *session) onMessage(dm pion.DataChannelMessage) {
-	data, _, err := sess.reasm.Add(dm.Data)
+	data, complete, err := sess.chunks.add(dm.Data)
 	if err != nil {
 		sess.s.log.Warn("webrtcserver: chunk dropped", "err", err)
 		return
 	}
-	if data == nil {
+	if !complete {
 		return
 	}
 	if icpt := sess.s.opts.Intercept; icpt != nil && icpt(data, sess.sendRaw) {
@@ -516,21 +512,21 @@ func (sess *session) onMessage(dm pion.DataChannelMessage) {
 	}
 	var m inbound
 	if err := json.Unmarshal(data, &m); err != nil || m.Type == "" {
-		sess.send(webrtc.Message{Type: webrtc.TypeToolError, Error: wireError("invalid_request", "expected a JSON message of the envelope")})
+		sess.send(message{Type: typeToolError, Error: &wireError{"invalid_request", "expected a JSON message of the envelope"}})
 		return
 	}
 	id := idString(m.ID)
 	switch m.Type {
-	case webrtc.TypeDiscover:
+	case typeDiscover:
 		man, _ := json.Marshal(sess.s.Manual(sess.base))
-		sess.send(webrtc.Message{Type: webrtc.TypeManual, ID: id, Manual: man})
-	case webrtc.TypeCancel:
+		sess.send(message{Type: typeManual, ID: id, Manual: man})
+	case typeCancel:
 		sess.mu.Lock()
 		if stop := sess.calls[id]; stop != nil {
 			stop()
 		}
 		sess.mu.Unlock()
-	case webrtc.TypeToolCall:
+	case typeToolCall:
 		sess.mu.Lock()
 		if sess.ctx.Err() != nil {
 			sess.mu.Unlock()
@@ -551,7 +547,7 @@ func (sess *session) onMessage(dm pion.DataChannelMessage) {
 			sess.run(cctx, id, m.Tool, m.Inputs)
 		}()
 	default:
-		sess.send(webrtc.Message{Type: webrtc.TypeToolError, ID: id, Error: wireError("invalid_request", "unknown message type "+m.Type)})
+		sess.send(message{Type: typeToolError, ID: id, Error: &wireError{"invalid_request", "unknown message type " + m.Type}})
 	}
 }
 
@@ -564,10 +560,10 @@ func (sess *session) run(ctx context.Context, id, tool string, inputs map[string
 	if tool == fixture.Count {
 		err = sess.s.f.Stream(ctx, tool, inputs, func(v any) error {
 			ev, _ := json.Marshal(v)
-			return sess.send(webrtc.Message{Type: webrtc.TypeToolEvent, ID: id, Event: ev})
+			return sess.send(message{Type: typeToolEvent, ID: id, Event: ev})
 		})
 		if err == nil {
-			err = sess.send(webrtc.Message{Type: webrtc.TypeToolResponse, ID: id})
+			err = sess.send(message{Type: typeToolResponse, ID: id})
 		}
 	} else {
 		var v any
@@ -576,7 +572,7 @@ func (sess *session) run(ctx context.Context, id, tool string, inputs map[string
 			if merr != nil {
 				err = &fixture.Failure{Message: "cannot encode the result: " + merr.Error()}
 			} else {
-				err = sess.send(webrtc.Message{Type: webrtc.TypeToolResponse, ID: id, Output: out})
+				err = sess.send(message{Type: typeToolResponse, ID: id, Output: out})
 			}
 		}
 	}
@@ -586,17 +582,12 @@ func (sess *session) run(ctx context.Context, id, tool string, inputs map[string
 	case ctx.Err() != nil:
 		// Cancelled, or the connection is gone: nobody waits for an answer.
 	case errors.As(err, &failure):
-		_ = sess.send(webrtc.Message{Type: webrtc.TypeToolError, ID: id, Error: wireError("tool_error", failure.Message)})
+		_ = sess.send(message{Type: typeToolError, ID: id, Error: &wireError{"tool_error", failure.Message}})
 	case errors.Is(err, fixture.ErrUnknownTool):
-		_ = sess.send(webrtc.Message{Type: webrtc.TypeToolError, ID: id, Error: wireError("tool_not_found", err.Error())})
+		_ = sess.send(message{Type: typeToolError, ID: id, Error: &wireError{"tool_not_found", err.Error()}})
 	default:
-		_ = sess.send(webrtc.Message{Type: webrtc.TypeToolError, ID: id, Error: wireError("invalid_arguments", err.Error())})
+		_ = sess.send(message{Type: typeToolError, ID: id, Error: &wireError{"invalid_arguments", err.Error()}})
 	}
-}
-
-func wireError(code, msg string) json.RawMessage {
-	b, _ := json.Marshal(map[string]string{"code": code, "message": msg})
-	return b
 }
 
 // idString renders an id given as a JSON string or number.
@@ -614,7 +605,7 @@ func idString(raw json.RawMessage) string {
 
 // send writes one message, in chunks when it is larger than the chunk
 // size.
-func (sess *session) send(m webrtc.Message) error {
+func (sess *session) send(m message) error {
 	b, err := json.Marshal(m)
 	if err != nil {
 		return err
@@ -623,7 +614,7 @@ func (sess *session) send(m webrtc.Message) error {
 	if dc == nil {
 		return errors.New("no data channel")
 	}
-	parts := webrtc.Split(b, m.ID, sess.s.opts.MaxChunkBytes)
+	parts := split(b, m.ID, sess.s.opts.MaxChunkBytes)
 	if len(parts) > 1 {
 		// Only the chunks of one message must stay together.
 		sess.writeMu.Lock()

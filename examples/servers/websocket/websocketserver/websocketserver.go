@@ -1,13 +1,17 @@
 // Package websocketserver is the demo WebSocket server of the fixture
-// tools, speaking the utcpd envelope that utcpd's websocket transport
-// uses (documented in package transports/websocket). Its tests and
-// benchmarks, and the command in examples/servers/websocket, serve it.
+// tools for utcpd's websocket transport (documented in package
+// transports/websocket and docs/transports.md), in both of its modes: the
+// utcpd envelope ("envelope": true) and python-utcp's plain frames (the
+// default). Its tests and benchmarks, and the command in
+// examples/servers/websocket, serve it.
 //
 // Routes:
 //
-//	GET /ws    the WebSocket endpoint
-//	GET /utcp  the fixture manual as plain JSON, for people and tools that
-//	           do not speak WebSocket
+//	GET /ws            the utcpd envelope endpoint
+//	GET /plain         plain discovery: {"type":"utcp"} → the manual
+//	GET /plain/{tool}  plain calls of one tool
+//	GET /utcp          the envelope manual as plain JSON, for people and
+//	                   tools that do not speak WebSocket
 //
 // On /ws the server reads JSON text frames and answers each by its id:
 //
@@ -25,9 +29,21 @@
 // cancels the call: the fixture counts it and count stops producing.
 //
 // The manual's tool templates point at the /ws URL the client used, with
-// the subprotocol the connection negotiated, if any. The server selects
-// the first subprotocol the client offers among Options.Subprotocols
-// (default "utcpd.v1") and accepts clients that offer none.
+// "envelope": true and the subprotocol the connection negotiated, if any.
+// The server selects the first subprotocol the client offers among
+// Options.Subprotocols (default "utcpd.v1") and accepts clients that offer
+// none.
+//
+// The plain endpoints speak as python-utcp's websocket protocol expects:
+// /plain answers any frame of type "utcp" with the bare manual (no
+// envelope around it), whose tool templates point at /plain/{tool}
+// without the envelope. On /plain/{tool} every text frame is the tool's
+// arguments as a JSON object, and the answer is one text frame, the
+// tool's result as JSON; count answers each number as a frame of its own
+// and then closes the connection normally (the end of a plain stream).
+// Failures are envelope error frames without an id, {"type":"error",
+// "error":{"code":C,"message":M}}, which utcpd reads as the call's error.
+// Closing the connection cancels the call in progress.
 package websocketserver
 
 import (
@@ -115,6 +131,8 @@ func New(f *fixture.Fixture, opts Options) *Server {
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /ws", s.serveWS)
+	mux.HandleFunc("GET /plain", s.servePlainDiscovery)
+	mux.HandleFunc("GET /plain/{tool}", s.servePlainTool)
 	mux.HandleFunc("GET /utcp", func(w http.ResponseWriter, r *http.Request) {
 		b, _ := json.Marshal(s.manual(wsBase(r), ""))
 		w.Header().Set("Content-Type", "application/json")
@@ -156,18 +174,32 @@ func wsBase(r *http.Request) string {
 }
 
 // Manual returns the fixture manual whose tool templates point at
-// wsBaseURL + "/ws" (wsBaseURL is ws://host or wss://host), asking for
-// protocol when it is not empty.
+// wsBaseURL + "/ws" (wsBaseURL is ws://host or wss://host) with
+// "envelope": true, asking for protocol when it is not empty.
 func Manual(wsBaseURL, protocol string, opts Options) *utcp.Manual {
+	return manual(opts, protocol, func(string) map[string]any {
+		return map[string]any{"url": wsBaseURL + "/ws", "envelope": true}
+	})
+}
+
+// PlainManual returns the fixture manual whose tool templates point at
+// wsBaseURL + "/plain/" + the tool's name, without the envelope.
+func PlainManual(wsBaseURL string, opts Options) *utcp.Manual {
+	return manual(opts, "", func(tool string) map[string]any {
+		return map[string]any{"url": wsBaseURL + "/plain/" + tool}
+	})
+}
+
+// manual builds the fixture manual with the tool template fields of
+// fields(tool) added to the common ones.
+func manual(opts Options, protocol string, fields func(tool string) map[string]any) *utcp.Manual {
 	if opts.Name == "" {
 		opts.Name = "fixture_websocket"
 	}
 	return fixture.Manual(func(tool string) *utcp.CallTemplate {
-		fields := map[string]any{
-			"name":               opts.Name,
-			"call_template_type": "websocket",
-			"url":                wsBaseURL + "/ws",
-		}
+		fields := fields(tool)
+		fields["name"] = opts.Name
+		fields["call_template_type"] = "websocket"
 		if protocol != "" {
 			fields["protocol"] = protocol
 		}
@@ -192,64 +224,99 @@ type session struct {
 	calls map[string]context.CancelFunc
 }
 
-func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
+// accept upgrades r to a WebSocket connection and counts it; the caller
+// ends it with s.forget. It returns nil when the upgrade failed (Upgrade
+// has answered the client).
+func (s *Server) accept(w http.ResponseWriter, r *http.Request) *websocket.Conn {
 	ws, err := s.up.Upgrade(w, r, nil)
 	if err != nil {
-		return // Upgrade has answered the client
+		return nil
 	}
 	s.accepted.Add(1)
 	s.mu.Lock()
 	s.conns[ws] = struct{}{}
 	s.mu.Unlock()
 	ws.SetReadLimit(64 << 20)
+	return ws
+}
+
+// forget closes ws and removes it from the open connections.
+func (s *Server) forget(ws *websocket.Conn) {
+	ws.Close()
+	s.mu.Lock()
+	delete(s.conns, ws)
+	s.mu.Unlock()
+}
+
+// onFrame handles one message of a connection. goCall starts a goroutine
+// for a call: ctx ends when the connection does, and the connection
+// closes once every such goroutine has returned.
+type onFrame func(ctx context.Context, goCall func(func()), mt int, data []byte)
+
+// serveConn upgrades r and hands each message to the handler start
+// returns for the connection, until the connection ends.
+func (s *Server) serveConn(w http.ResponseWriter, r *http.Request, start func(ws *websocket.Conn) onFrame) {
+	ws := s.accept(w, r)
+	if ws == nil {
+		return
+	}
+	handle := start(ws)
 	ctx, cancel := context.WithCancel(context.Background())
-	sess := &session{s: s, ws: ws, base: wsBase(r), calls: map[string]context.CancelFunc{}}
 	var wg sync.WaitGroup
 	defer func() {
 		cancel() // the connection is gone: cancel its calls
 		wg.Wait()
-		ws.Close()
-		s.mu.Lock()
-		delete(s.conns, ws)
-		s.mu.Unlock()
+		s.forget(ws)
 	}()
 	for {
 		mt, data, err := ws.ReadMessage()
 		if err != nil {
 			return
 		}
-		var f frame
-		if mt != websocket.TextMessage || json.Unmarshal(data, &f) != nil || f.Type == "" {
-			sess.send(frame{Type: "error", Error: &wireError{Code: "invalid_request", Message: "expected a JSON text frame of the utcpd envelope"}})
-			continue
+		handle(ctx, wg.Go, mt, data)
+	}
+}
+
+func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
+	s.serveConn(w, r, func(ws *websocket.Conn) onFrame {
+		sess := &session{s: s, ws: ws, base: wsBase(r), calls: map[string]context.CancelFunc{}}
+		return sess.handle
+	})
+}
+
+// handle answers one envelope frame.
+func (sess *session) handle(ctx context.Context, goCall func(func()), mt int, data []byte) {
+	var f frame
+	if mt != websocket.TextMessage || json.Unmarshal(data, &f) != nil || f.Type == "" {
+		sess.send(frame{Type: "error", Error: &wireError{Code: "invalid_request", Message: "expected a JSON text frame of the utcpd envelope"}})
+		return
+	}
+	id := string(f.ID)
+	switch f.Type {
+	case "utcp":
+		sess.send(frame{Type: "manual", ID: f.ID, Manual: sess.s.manual(sess.base, sess.ws.Subprotocol())})
+	case "cancel":
+		sess.mu.Lock()
+		if stop := sess.calls[id]; stop != nil {
+			stop()
 		}
-		id := string(f.ID)
-		switch f.Type {
-		case "utcp":
-			sess.send(frame{Type: "manual", ID: f.ID, Manual: s.manual(sess.base, ws.Subprotocol())})
-		case "cancel":
-			sess.mu.Lock()
-			if stop := sess.calls[id]; stop != nil {
+		sess.mu.Unlock()
+	case "call":
+		cctx, stop := context.WithCancel(ctx)
+		sess.mu.Lock()
+		sess.calls[id] = stop
+		sess.mu.Unlock()
+		goCall(func() {
+			defer func() {
 				stop()
-			}
-			sess.mu.Unlock()
-		case "call":
-			cctx, stop := context.WithCancel(ctx)
-			sess.mu.Lock()
-			sess.calls[id] = stop
-			sess.mu.Unlock()
-			wg.Go(func() {
-				defer func() {
-					stop()
-					sess.mu.Lock()
-					delete(sess.calls, id)
-					sess.mu.Unlock()
-				}()
-				sess.run(cctx, f)
-			})
-		default:
-			sess.send(frame{Type: "error", ID: f.ID, Error: &wireError{Code: "invalid_request", Message: "unknown frame type " + f.Type}})
-		}
+				sess.mu.Lock()
+				delete(sess.calls, id)
+				sess.mu.Unlock()
+			}()
+			sess.run(cctx, f)
+		})
+	default:
+		sess.send(frame{Type: "error", ID: f.ID, Error: &wireError{Code: "invalid_request", Message: "unknown frame type " + f.Type}})
 	}
 }
 

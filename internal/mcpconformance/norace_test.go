@@ -1,0 +1,5 @@
+//go:build !race
+
+package mcpconformance
+
+const raceEnabled = false
