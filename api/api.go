@@ -113,6 +113,11 @@ type Options struct {
 	// DisableCodeMode turns CodeMode off: no /v1/codemode routes, no
 	// codemode.run tool on the MCP front or in the exports.
 	DisableCodeMode bool
+	// MCPCodeMode offers CodeMode on the MCP front as the tool
+	// codemode.run (when MCP.CodeMode is not set and CodeMode is on). Off
+	// by default: an MCP client is shown the tools behind the gateway and
+	// nothing else unless asked.
+	MCPCodeMode bool
 	// PublicURL is the gateway's address as clients reach it (scheme,
 	// host, optional path prefix), used in the call templates of the UTCP
 	// manual at GET /utcp (package api/utcpmanual); empty: the request's
@@ -298,7 +303,7 @@ func newServer(opts Options) (*server, error) {
 	if mo.Version == "" {
 		mo.Version = opts.Version
 	}
-	if mo.CodeMode == nil && mo.Gateway != nil && runner != nil {
+	if mo.CodeMode == nil && mo.Gateway != nil && runner != nil && opts.MCPCodeMode {
 		mo.CodeMode = runner
 	}
 	mcpFront, err := mcpfront.New(context.Background(), mo)

@@ -256,11 +256,17 @@ func (g *Gateway) prepareTool(manual string, mtmpl *utcp.CallTemplate, def *utcp
 	d := *def
 	d.Name = qualified
 	d.ToolCallTemplate = tmpl
+	post := manuals.PostProcessorsApply(g.post, qualified, manual)
+	if post {
+		// The listed output schema describes the post-processed result.
+		d.Outputs = manuals.ProcessedSchema(g.post, qualified, manual, def.Outputs)
+	}
 	ts := &toolState{
 		backendName: def.Name,
 		tmpl:        tmpl,
 		manualTmpl:  mtmpl,
 		hasVars:     manuals.HasVariables(tmpl.Raw),
+		post:        post,
 		schema:      newSchema(def.Inputs),
 	}
 	return &registry.Tool{Name: qualified, Manual: manual, Def: &d, Ext: ts}, nameWarn
