@@ -76,6 +76,9 @@ type Options struct {
 	// 0 means transports.DefaultMaxManualBytes, < 0 no cap beyond each
 	// transport's own.
 	MaxManualBytes int64
+	// Retry tunes the background retries of failed and degraded manuals
+	// (health.go); the zero value retries with DefaultBackoff.
+	Retry RetryOptions
 }
 
 // CallRecord describes one finished call, for metrics and audit.
@@ -133,6 +136,7 @@ type Gateway struct {
 	regLock    sync.Mutex // serialises name checks and registry updates
 	watch      watchers   // Subscribe's functions (watch.go)
 	followOnce sync.Once  // Restore starts following the store once (follow.go)
+	health     healthTable
 }
 
 // New returns a Gateway. It fails when opts.Transports is nil.
@@ -177,10 +181,12 @@ func New(opts Options) (*Gateway, error) {
 func (g *Gateway) Registry() *registry.Registry { return g.reg }
 
 // SetVariables replaces the variable resolver (on config reload). Tool
-// templates are substituted again on their next call.
+// templates are substituted again on their next call, and the failed
+// manuals whose last failure was variable_not_found are retried at once.
 func (g *Gateway) SetVariables(r *manuals.Resolver) {
 	g.vars.Store(r)
 	g.varsGen.Add(1)
+	g.retryVariables()
 }
 
 // transport returns the shared Transport of type typ, wrapped by
