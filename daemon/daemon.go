@@ -414,7 +414,9 @@ func (d *Daemon) start(ctx context.Context) {
 		return
 	}
 	d.ready.Store(true)
-	log.Info("ready", "manuals", len(d.g.Manuals()), "took", time.Since(t0).Round(time.Millisecond))
+	c := d.g.Counts()
+	log.Info("ready", "manuals", c.Total, "failed", c.Failed, "degraded", c.Degraded, "discovering", c.Discovering,
+		"took", time.Since(t0).Round(time.Millisecond))
 	d.reviews.Start(d.g.DispatchApproved) // approved reviews find their tools now
 	if d.dir != nil {
 		d.dir.Watch(ctx, DirPollInterval, func() func() { d.reloadMu.Lock(); return d.reloadMu.Unlock }, d.vars.Load)

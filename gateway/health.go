@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -56,7 +57,7 @@ const (
 type HealthError struct {
 	// Code is the failure's stable error code.
 	Code utcp.Code
-	// Message is one line saying what failed (at most 300 characters),
+	// Message is one line saying what failed (at most 1,000 bytes),
 	// without the manual's name.
 	Message string
 	// At is when it failed.
@@ -124,7 +125,7 @@ type RetryOptions struct {
 const DefaultRetryTimeout = time.Minute
 
 // maxMessage caps HealthError.Message.
-const maxMessage = 300
+const maxMessage = 1000
 
 // health is the gateway's record of one manual (healthTable.m).
 type health struct {
@@ -174,12 +175,17 @@ func (t *healthTable) get(name string) *health {
 	return h
 }
 
+// started is what begin noted of a registration, for settle.
+type started struct {
+	gen     uint64 // the record's generation (0: none)
+	pending bool   // counted in the record's pending
+}
+
 // begin notes a registration of name starting: a name not registered is
-// listed as discovering until it ends. It returns the record's generation
-// then, which settle compares.
-func (g *Gateway) begin(name, source, typ string) uint64 {
+// listed as discovering until it ends.
+func (g *Gateway) begin(name, source, typ string) started {
 	if name == "" {
-		return 0
+		return started{}
 	}
 	g.regLock.Lock()
 	defer g.regLock.Unlock()
@@ -188,16 +194,16 @@ func (g *Gateway) begin(name, source, typ string) uint64 {
 	defer t.mu.Unlock()
 	if _, ok := g.reg.Manual(name); ok {
 		if h := t.m[name]; h != nil {
-			return h.gen
+			return started{gen: h.gen}
 		}
-		return 0
+		return started{}
 	}
 	h := t.get(name)
 	h.pending++
 	if h.pending == 1 {
 		h.source, h.typ = source, typ
 	}
-	return h.gen
+	return started{gen: h.gen, pending: true}
 }
 
 // committed records, under regLock, that entry was registered. fromCopy
@@ -236,7 +242,7 @@ func (g *Gateway) forget(name string) {
 // failed manual (opts.KeepFailed, name not registered) or marks the
 // registered one degraded (a refresh, or a replacement with KeepFailed),
 // and schedules its retry; unless the registry changed meanwhile.
-func (g *Gateway) settle(name string, raw json.RawMessage, opts RegisterOptions, gen0 uint64, regErr error) {
+func (g *Gateway) settle(name string, raw json.RawMessage, opts RegisterOptions, st started, regErr error) {
 	if name == "" {
 		return
 	}
@@ -246,9 +252,10 @@ func (g *Gateway) settle(name string, raw json.RawMessage, opts RegisterOptions,
 	t.mu.Lock()
 	h := t.m[name]
 	cur, registered := g.reg.Manual(name)
-	if h != nil && !registered && h.pending > 0 {
+	if h != nil && st.pending && h.pending > 0 {
 		h.pending--
 	}
+	gen0 := st.gen
 	if regErr == nil || !keepable(regErr) {
 		g.dropIdle(name, registered)
 		t.mu.Unlock()
@@ -387,7 +394,7 @@ func retryable(err error) bool {
 // log, which name the manual already: without the "discovering manual
 // %q: " prefix and the " of manual %q" of the transports' discovery
 // errors ("http discovery from http://...: HTTP 503 ..."), whitespace runs
-// folded into one space, at most 300 characters.
+// folded into one space, at most 1,000 bytes.
 func FailureMessage(name string, err error) string {
 	msg := err.Error()
 	q := strconv.Quote(name)
@@ -395,6 +402,24 @@ func FailureMessage(name string, err error) string {
 		msg = strings.TrimPrefix(msg, p)
 	}
 	msg = strings.ReplaceAll(msg, " of manual "+q, "")
+	msg = strings.ReplaceAll(msg, " of manual "+name+":", ":")
+	msg = strings.Replace(msg, ": manual "+name+": ", ": ", 1)
+	// "http discovery from URL: transport error: GET URL: ..." names the
+	// URL twice: the first goes.
+	if m := discoveryFrom.FindStringSubmatchIndex(msg); m != nil {
+		target := msg[m[4]:m[5]]
+		if rest := msg[m[1]:]; strings.Contains(rest, target) {
+			msg = msg[:m[3]] + " discovery: " + rest
+		}
+	}
+	// "PATH: open PATH: ..." likewise.
+	msg = repeatedPath.ReplaceAllStringFunc(msg, func(s string) string {
+		sub := repeatedPath.FindStringSubmatch(s)
+		if sub[1] != strings.TrimSuffix(sub[3], ":") {
+			return s
+		}
+		return sub[2] + " " + sub[3]
+	})
 	msg = strings.Join(strings.FieldsFunc(msg, unicode.IsSpace), " ")
 	if len(msg) > maxMessage {
 		cut := maxMessage
@@ -405,6 +430,11 @@ func FailureMessage(name string, err error) string {
 	}
 	return msg
 }
+
+var (
+	discoveryFrom = regexp.MustCompile(`^([a-z_]+) discovery from (\S+): `)
+	repeatedPath  = regexp.MustCompile(`(\S{4,}): (open|stat|lstat|read|GET|POST) (\S{4,})`)
+)
 
 func utf8Start(b byte) bool { return b&0xC0 != 0x80 }
 

@@ -359,6 +359,12 @@ func TestFirstDiscoveryIsListed(t *testing.T) {
 	if s := status(t, g, "slow"); s.Health.State != gateway.StateReady || s.Manual == nil {
 		t.Errorf("after discovery: %+v", s)
 	}
+	if err := g.DeregisterManual(t.Context(), "slow"); err != nil {
+		t.Fatal(err)
+	}
+	if s, ok := g.Status("slow"); ok {
+		t.Errorf("removed manual still known: %+v", s)
+	}
 
 	// Without KeepFailed (the admin API) a failure leaves nothing behind.
 	b.up.Store(false)
@@ -455,8 +461,20 @@ func TestFailureMessage(t *testing.T) {
 	if got != "http discovery from http://weather.example/utcp: dial tcp: connection refused" {
 		t.Errorf("message %q", got)
 	}
-	long := gateway.FailureMessage("x", errors.New(strings.Repeat("é", 400)))
-	if len(long) > 304 || !strings.HasSuffix(long, "…") || !utf8.ValidString(long) {
+	for _, c := range []struct{ name, in, want string }{
+		{"figma", `discovering manual "figma": http discovery of manual "figma" from https://h.example/figma/openapi.yaml: transport error: GET https://h.example/figma/openapi.yaml: dial tcp: lookup h.example: no such host`,
+			"http discovery: transport error: GET https://h.example/figma/openapi.yaml: dial tcp: lookup h.example: no such host"},
+		{"newsapi", `discovering manual "newsapi": file: manual newsapi: /srv/newsapi_manual.json: open /srv/newsapi_manual.json: no such file or directory`,
+			"file: open /srv/newsapi_manual.json: no such file or directory"},
+		{"x", `discovering manual "x": tcp discovery of manual "x" from 127.0.0.1:9: connection refused`,
+			"tcp discovery from 127.0.0.1:9: connection refused"},
+	} {
+		if got := gateway.FailureMessage(c.name, errors.New(c.in)); got != c.want {
+			t.Errorf("FailureMessage(%s):\n got %q\nwant %q", c.name, got, c.want)
+		}
+	}
+	long := gateway.FailureMessage("x", errors.New(strings.Repeat("é", 1000)))
+	if len(long) > 1004 || !strings.HasSuffix(long, "…") || !utf8.ValidString(long) {
 		t.Errorf("long message %d bytes: %q", len(long), long)
 	}
 }

@@ -100,9 +100,9 @@ type manualState struct {
 // retry (health.go).
 func (g *Gateway) RegisterManual(ctx context.Context, raw json.RawMessage, opts RegisterOptions) (*RegisterResult, error) {
 	name, typ := headOf(raw)
-	gen0 := g.begin(name, opts.Source, typ)
+	st := g.begin(name, opts.Source, typ)
 	res, err := g.register(ctx, raw, opts)
-	g.settle(name, raw, opts, gen0, err)
+	g.settle(name, raw, opts, st, err)
 	return res, err
 }
 
