@@ -84,10 +84,11 @@ type Options struct {
 	// means always ready. It must be fast.
 	Ready func() error
 	// Degraded, when set and Ready passes, reports a problem that leaves
-	// the daemon serving but not fully (the shared store unreachable:
-	// calls are served from memory, writes fail): /readyz then answers
-	// 200 {"status": "degraded", "reason": ...}, so that a load balancer
-	// keeps routing calls. It must be fast.
+	// the daemon serving but not fully (the shared store unreachable, or
+	// the SQLite store refusing writes: calls are served from memory,
+	// writes fail): /readyz then answers 200 {"status": "degraded",
+	// "reason": ...}, so that a load balancer keeps routing calls. It
+	// must be fast.
 	Degraded func() error
 	// Observer, when set, counts registrations and calls in flight, and is
 	// told the Gateway for its gauges. Install Observer.OnCall as

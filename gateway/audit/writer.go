@@ -57,6 +57,14 @@ type WriterOptions struct {
 	// PruneInterval is how often old records are pruned (default: a
 	// tenth of Retention, between one minute and one hour).
 	PruneInterval time.Duration
+	// SpillPath, when set, keeps what Close could not write: the records
+	// still held back or queued when the store is unavailable at close
+	// are written to this file (one JSON record a line, mode 0600,
+	// replaced atomically) instead of being lost, and a Writer created
+	// with the same SpillPath writes the file's records first (at most
+	// MaxHeld + QueueSize of them), in their order and with their own
+	// times, then removes it.
+	SpillPath string
 	// Logger receives write failures; nil discards them.
 	Logger *slog.Logger
 }
@@ -74,7 +82,9 @@ type WriterOptions struct {
 // written in the order they were appended, with their own times. A record
 // the store rejects for good (any other error) is dropped and counted
 // (Failed); the rest of its batch is still written. Held-back records are
-// only in memory: they are lost if the process dies.
+// only in memory until Close: with WriterOptions.SpillPath, what Close
+// cannot write goes to that file and is written at the next start;
+// without it, or if the process dies, they are lost.
 //
 // Create it with NewWriter; Close flushes. A Writer is safe for
 // concurrent use.
@@ -97,8 +107,8 @@ type Writer struct {
 	cancel     context.CancelFunc
 	unregister func() bool
 
-	dropped, written, failed, pruned atomic.Uint64
-	nheld                            atomic.Int64
+	dropped, written, failed, pruned, spilled atomic.Uint64
+	nheld                                     atomic.Int64
 
 	// Owned by the run goroutine.
 	held     []Record // taken from the queue, not written yet: held[head:]
@@ -108,6 +118,9 @@ type Writer struct {
 	delay    time.Duration
 	retry    *time.Timer
 	waiters  []flushWaiter
+	// replay is the taken count once the spill file's records are all
+	// resolved (then the file is removed); 0 when no file was read.
+	replay uint64
 }
 
 // A flushWaiter is a Flush waiting for the records before it.
@@ -145,6 +158,7 @@ func newWriter(store Store, opts WriterOptions, rmin, rmax time.Duration) *Write
 		queue: make(chan Record, opts.QueueSize), flushes: make(chan chan struct{}),
 		stop: make(chan struct{}), done: make(chan struct{})}
 	w.ctx, w.cancel = context.WithCancel(context.Background())
+	w.loadSpill()
 	go w.run()
 	return w
 }
@@ -176,6 +190,9 @@ func (w *Writer) Written() uint64 { return w.written.Load() }
 // Failed returns how many records were lost to store errors: records the
 // store rejected for good, and records still held back when Close gave up.
 func (w *Writer) Failed() uint64 { return w.failed.Load() }
+
+// Spilled returns how many records Close wrote to the spill file.
+func (w *Writer) Spilled() uint64 { return w.spilled.Load() }
 
 // Pruned returns how many records retention removed.
 func (w *Writer) Pruned() uint64 { return w.pruned.Load() }
@@ -211,10 +228,12 @@ func (w *Writer) Flush(ctx context.Context) error {
 
 // Close stops accepting records, makes one more attempt to write those
 // queued and held back, and stops: if the store is still unavailable,
-// what is left is dropped and counted (Failed). It returns ctx's error if this did not
-// finish before ctx ended; the end of the first call's ctx also cancels
-// the write under way, and what it did not write is dropped and counted
-// (Failed). Idempotent.
+// what is left goes to the spill file (WriterOptions.SpillPath), or
+// without one (or when writing it fails) is dropped and counted
+// (Failed). It returns ctx's error if this did not finish before ctx
+// ended; the end of the first call's ctx also cancels the write under
+// way, and what it did not write is spilled or dropped likewise (Close
+// waits up to spillGrace more for that). Idempotent.
 func (w *Writer) Close(ctx context.Context) error {
 	w.once.Do(func() {
 		w.unregister = context.AfterFunc(ctx, w.cancel)
@@ -225,9 +244,19 @@ func (w *Writer) Close(ctx context.Context) error {
 	case <-w.done:
 		return nil
 	case <-ctx.Done():
-		return ctx.Err()
 	}
+	t := time.NewTimer(spillGrace)
+	defer t.Stop()
+	select {
+	case <-w.done:
+	case <-t.C:
+	}
+	return ctx.Err()
 }
+
+// spillGrace bounds how long Close waits, after its context ended, for
+// the records to reach the spill file.
+const spillGrace = 10 * time.Second
 
 // Retryable reports whether the Writer retries a batch that Store.Append
 // failed with err, rather than dropping it: when err has the code
@@ -267,6 +296,9 @@ func (w *Writer) run() {
 	w.retry = time.NewTimer(time.Hour)
 	w.retry.Stop()
 	defer w.retry.Stop()
+	if w.heldLen() > 0 { // the spill file's records
+		w.writeHeld()
+	}
 	for {
 		w.ackFlushes()
 		var in <-chan Record
@@ -311,15 +343,31 @@ func (w *Writer) run() {
 }
 
 // final makes the last attempt of Close: everything queued and held is
-// written once; on failure the rest is dropped and counted.
+// written once; on failure the rest goes to the spill file, or is
+// dropped and counted.
 func (w *Writer) final() {
 	w.take(math.MaxInt)
 	err := w.writeAll(w.ctx)
+	if n := w.heldLen(); n > 0 {
+		if w.opts.SpillPath != "" {
+			if serr := w.writeSpill(w.held[w.head:]); serr == nil {
+				w.spilled.Add(uint64(n))
+				w.log.Warn("audit store unavailable at close; held-back audit records written to the spill file, to be written at the next start",
+					"records", n, "file", w.opts.SpillPath, "err", err)
+				w.release(n)
+				w.replay = 0 // the file holds them now
+			} else {
+				err = errors.Join(err, serr)
+				w.replay = 0 // a spill file read at start keeps its records
+			}
+		}
+	}
 	if n := w.heldLen(); n > 0 {
 		w.failed.Add(uint64(n))
 		w.log.Error("audit store unavailable at close; held-back audit records are lost", "records", n, "err", err)
 		w.release(n)
 	}
+	w.replayed()
 	for _, f := range w.waiters {
 		close(f.ack)
 	}
@@ -394,6 +442,7 @@ func (w *Writer) release(n int) {
 func (w *Writer) writeHeld() {
 	before := w.resolved
 	err := w.writeAll(w.ctx)
+	w.replayed()
 	if err == nil {
 		if w.delay > 0 {
 			w.log.Info("audit store available again; held-back audit records written", "records", w.resolved-before)

@@ -30,6 +30,7 @@ func (a *Audit) Append(ctx context.Context, recs []audit.Record) (err error) {
 	if err := s.check(ctx); err != nil {
 		return err
 	}
+	defer s.use()()
 	if len(recs) == 0 {
 		return nil
 	}
@@ -48,9 +49,9 @@ func (a *Audit) Append(ctx context.Context, recs []audit.Record) (err error) {
 			return utcp.Errorf(utcp.CodeInvalidRequest, "audit: encoding a record: %w", err)
 		}
 	}
-	tx, err := s.writer.BeginTx(ctx, nil)
+	tx, err := s.wdb().BeginTx(ctx, nil)
 	if err != nil {
-		return s.wrap(ctx, "append audit records", err)
+		return s.wwrap(ctx, "append audit records", err)
 	}
 	defer func() {
 		if err != nil {
@@ -59,18 +60,19 @@ func (a *Audit) Append(ctx context.Context, recs []audit.Record) (err error) {
 	}()
 	stmt, err := tx.PrepareContext(ctx, `INSERT INTO audit (time, tool, qualified, decision, outcome, data) VALUES (?, ?, ?, ?, ?, ?)`)
 	if err != nil {
-		return s.wrap(ctx, "append audit records", err)
+		return s.wwrap(ctx, "append audit records", err)
 	}
 	defer stmt.Close()
 	for i := range recs {
 		r := &recs[i]
 		if _, err = stmt.ExecContext(ctx, r.Time.UnixNano(), r.Tool, r.Qualified, r.Decision, r.Outcome, rows[i]); err != nil {
-			return s.wrap(ctx, "append audit records", err)
+			return s.wwrap(ctx, "append audit records", err)
 		}
 	}
 	if err = tx.Commit(); err != nil {
-		return s.wrap(ctx, "append audit records", err)
+		return s.wwrap(ctx, "append audit records", err)
 	}
+	s.wrote()
 	return nil
 }
 
@@ -80,6 +82,7 @@ func (a *Audit) Query(ctx context.Context, q audit.Query) ([]audit.Record, error
 	if err := s.check(ctx); err != nil {
 		return nil, err
 	}
+	defer s.use()()
 	sqlq := `SELECT id, data FROM audit WHERE 1 = 1`
 	var args []any
 	if q.Tool != "" {
@@ -123,6 +126,7 @@ func (a *Audit) Prune(ctx context.Context, before time.Time) (int64, error) {
 	if err := s.check(ctx); err != nil {
 		return 0, err
 	}
+	defer s.use()()
 	if before.Before(minTime) {
 		return 0, nil
 	}
@@ -131,16 +135,19 @@ func (a *Audit) Prune(ctx context.Context, before time.Time) (int64, error) {
 	}
 	var total int64
 	for {
-		res, err := s.writer.ExecContext(ctx, `DELETE FROM audit WHERE id IN (SELECT id FROM audit WHERE time < ? ORDER BY time LIMIT ?)`,
+		res, err := s.wdb().ExecContext(ctx, `DELETE FROM audit WHERE id IN (SELECT id FROM audit WHERE time < ? ORDER BY time LIMIT ?)`,
 			before.UnixNano(), pruneBatch)
 		if err != nil {
-			return total, s.wrap(ctx, "prune audit records", err)
+			return total, s.wwrap(ctx, "prune audit records", err)
 		}
 		n, err := res.RowsAffected()
 		if err != nil {
 			return total, s.wrap(ctx, "prune audit records", err)
 		}
 		total += n
+		if n > 0 {
+			s.wrote()
+		}
 		if n < pruneBatch {
 			return total, nil
 		}
