@@ -198,7 +198,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		spill = filepath.Join(s.DataDir, AuditSpillFile)
 	}
 	d.audit = audit.NewWriter(auditStore, audit.WriterOptions{Retention: s.EffectiveAuditRetention(), SpillPath: spill,
-		Logger: log.With("component", "audit")})
+		MaxRows: s.AuditMaxRows, MaxBytes: s.AuditMaxBytes, Logger: log.With("component", "audit")})
 	defer d.closeAudit()
 	registerAuditMetrics(d.audit)
 	d.guards = guard.NewHolder(NewChain(named, s, d.reviews, s.EffectiveReviewTimeout()))

@@ -49,6 +49,10 @@ type Settings struct {
 	GuardTimeout   time.Duration
 	ReviewTimeout  time.Duration
 	AuditRetention time.Duration
+	// AuditMaxRows and AuditMaxBytes bound the audit log besides its age
+	// (gateway.audit_max_rows, gateway.audit_max_bytes: the oldest
+	// records beyond them are deleted); 0 is no limit.
+	AuditMaxRows, AuditMaxBytes int64
 
 	// AllowedOrigins are the browser origins every route accepts besides
 	// the daemon's own (gateway.allowed_origins).

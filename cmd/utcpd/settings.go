@@ -64,6 +64,7 @@ var gatewayKeys = []string{
 	"guards", "bypass_tools", "guard_timeout", "review_timeout", "audit_retention",
 	"allowed_origins", "store", "store_resync_interval", "store_max_conns", "public_url",
 	"codemode", "allowed_hosts", "read_timeout", "max_connections", "max_tools_per_manual", "max_manual_bytes",
+	"audit_max_rows", "audit_max_bytes",
 }
 
 // defaultSettings returns the built-in defaults.
@@ -267,6 +268,17 @@ func applyGatewaySection(s *settings, raw json.RawMessage, file string, data []b
 				break
 			}
 			s.MaxManualBytes = n
+		case "audit_max_rows", "audit_max_bytes":
+			var n int64
+			if json.Unmarshal(v, &n) != nil || n < 0 {
+				bad("must be a non-negative integer (0: no limit)")
+				break
+			}
+			if key == "audit_max_rows" {
+				s.AuditMaxRows = n
+			} else {
+				s.AuditMaxBytes = n
+			}
 		case "max_body_bytes":
 			var n int64
 			if json.Unmarshal(v, &n) != nil || n <= 0 {

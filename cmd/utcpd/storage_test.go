@@ -196,3 +196,43 @@ func TestStoreUnwritable(t *testing.T) {
 		t.Errorf("a spill at a shutdown with a writable store:\n%s", d.stderr.String())
 	}
 }
+
+// TestAuditSizeSettings: audit_max_rows and audit_max_bytes are read from
+// the gateway section (non-negative integers), and the daemon keeps only
+// the newest audit_max_rows records (trimmed at start and every prune
+// interval).
+func TestAuditSizeSettings(t *testing.T) {
+	t.Parallel()
+	dc := loadTestConfig(t, "audit.json", `{"gateway": {"audit_max_rows": 3, "audit_max_bytes": 104857600}}`, true)
+	s, warnings, err := effectiveSettings(newServeCmd().Flags(), &serveFlags{}, dc, true)
+	if err != nil || len(warnings) != 0 || s.AuditMaxRows != 3 || s.AuditMaxBytes != 100<<20 {
+		t.Fatalf("settings %d %d, %v %v", s.AuditMaxRows, s.AuditMaxBytes, err, warnings)
+	}
+	bad := loadTestConfig(t, "bad.json", `{"gateway": {"audit_max_rows": -1, "audit_max_bytes": "1GB"}}`, false)
+	_, _, err = effectiveSettings(newServeCmd().Flags(), &serveFlags{}, bad, true)
+	for _, w := range []string{"gateway.audit_max_rows", "gateway.audit_max_bytes"} {
+		if err == nil || !strings.Contains(err.Error(), w) {
+			t.Errorf("error %v lacks %q", err, w)
+		}
+	}
+
+	dir := t.TempDir()
+	dataDir := filepath.Join(dir, "data")
+	writeFile(t, filepath.Join(dir, "utcpd.json"), `{"manual_call_templates": [{"name": "t", "call_template_type": "text", "content": "{\"utcp_version\": \"1.1.0\", \"tools\": [{\"name\": \"hi\", \"inputs\": {\"type\": \"object\"}, \"tool_call_template\": {\"call_template_type\": \"text\", \"content\": \"\\\"hi\\\"\"}}]}"}],
+		"gateway": {"audit_max_rows": 3}}`)
+	d := startDaemon(t, daemonOpts{dir: dir, dataDir: dataDir})
+	for range 5 {
+		if status, _ := callTool(t, d, "t.hi", `{}`); status != http.StatusOK {
+			t.Fatalf("call: %d", status)
+		}
+	}
+	eventually(t, 30*time.Second, "five audit records", func() bool { return len(auditTimes(t, d, "t.hi")) == 5 })
+	if code := d.stop(); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	d = startDaemon(t, daemonOpts{dir: dir, dataDir: dataDir})
+	d.waitLog("audit records trimmed", 30*time.Second)
+	if n := len(auditTimes(t, d, "t.hi")); n != 3 {
+		t.Errorf("%d audit records after the restart, want 3", n)
+	}
+}

@@ -143,3 +143,29 @@ func TestWriterCloseCtxSpills(t *testing.T) {
 		t.Errorf("spilled %d failed %d; want 3 0", w.Spilled(), w.Failed())
 	}
 }
+
+// TestWriterTrims: MaxRows and MaxBytes apply at start (and every
+// PruneInterval), besides the age limit, and count as pruned.
+func TestWriterTrims(t *testing.T) {
+	st := audit.NewMemStore()
+	var recs []audit.Record
+	for i := range 10 {
+		r := rec(i)
+		r.Time = time.Now()
+		recs = append(recs, r)
+	}
+	if err := st.Append(t.Context(), recs); err != nil {
+		t.Fatal(err)
+	}
+	w := audit.NewWriterBackoff(st, audit.WriterOptions{MaxRows: 3, Retention: time.Hour}, fastMin, fastMax)
+	waitUntil(t, "the oldest seven trimmed", func() bool { return w.Pruned() == 7 })
+	closeWriter(t, w)
+	got, err := st.Query(t.Context(), audit.Query{})
+	if err != nil || len(got) != 3 || got[0].Tool != rec(9).Tool || got[2].Tool != rec(7).Tool {
+		t.Errorf("kept %v, %v", got, err)
+	}
+	// Records kept forever are still bounded by size.
+	w = audit.NewWriterBackoff(st, audit.WriterOptions{MaxBytes: 1, Retention: -1}, fastMin, fastMax)
+	waitUntil(t, "everything trimmed", func() bool { return w.Pruned() == 3 })
+	closeWriter(t, w)
+}

@@ -54,8 +54,15 @@ type WriterOptions struct {
 	// Retention is how long records are kept: older ones are pruned at
 	// start and then every PruneInterval. Negative keeps them forever.
 	Retention time.Duration
+	// MaxRows and MaxBytes, when positive, bound the records kept
+	// (settings audit_max_rows and audit_max_bytes): the oldest beyond
+	// MaxRows records, or beyond MaxBytes of encoded records, are deleted
+	// with the old ones, at start and every PruneInterval, when the Store
+	// is a Trimmer.
+	MaxRows, MaxBytes int64
 	// PruneInterval is how often old records are pruned (default: a
-	// tenth of Retention, between one minute and one hour).
+	// tenth of Retention, between one minute and one hour; one minute
+	// when records are kept forever).
 	PruneInterval time.Duration
 	// SpillPath, when set, keeps what Close could not write: the records
 	// still held back or queued when the store is unavailable at close
@@ -95,12 +102,13 @@ type Writer struct {
 
 	retryMin, retryMax time.Duration
 
-	queue   chan Record
-	flushes chan chan struct{}
-	stop    chan struct{}
-	done    chan struct{}
-	once    sync.Once
-	closed  atomic.Bool
+	queue    chan Record
+	flushes  chan chan struct{}
+	stop     chan struct{}
+	done     chan struct{}
+	once     sync.Once
+	trimOnce sync.Once
+	closed   atomic.Bool
 	// ctx bounds every store operation; the end of the first Close's ctx
 	// cancels it (unregister, set before stop is closed, undoes that).
 	ctx        context.Context
@@ -194,7 +202,8 @@ func (w *Writer) Failed() uint64 { return w.failed.Load() }
 // Spilled returns how many records Close wrote to the spill file.
 func (w *Writer) Spilled() uint64 { return w.spilled.Load() }
 
-// Pruned returns how many records retention removed.
+// Pruned returns how many records retention removed (age, MaxRows and
+// MaxBytes).
 func (w *Writer) Pruned() uint64 { return w.pruned.Load() }
 
 // Pending returns how many records wait to be written: queued or held.
@@ -515,18 +524,36 @@ func clip(s string) string {
 }
 
 func (w *Writer) prune() {
-	if w.opts.Retention <= 0 {
+	if w.opts.Retention > 0 {
+		ctx, cancel := context.WithTimeout(w.ctx, time.Minute)
+		n, err := w.store.Prune(ctx, time.Now().Add(-w.opts.Retention))
+		cancel()
+		switch {
+		case err != nil:
+			w.log.Warn("pruning audit records", "err", err)
+		case n > 0:
+			w.pruned.Add(uint64(n))
+			w.log.Info("audit records pruned", "count", n, "retention", w.opts.Retention)
+		}
+	}
+	if w.opts.MaxRows <= 0 && w.opts.MaxBytes <= 0 {
+		return
+	}
+	tr, ok := w.store.(Trimmer)
+	if !ok {
+		w.trimOnce.Do(func() {
+			w.log.Warn("the audit store cannot bound its size; audit_max_rows and audit_max_bytes are ignored")
+		})
 		return
 	}
 	ctx, cancel := context.WithTimeout(w.ctx, time.Minute)
 	defer cancel()
-	n, err := w.store.Prune(ctx, time.Now().Add(-w.opts.Retention))
-	if err != nil {
-		w.log.Warn("pruning audit records", "err", err)
-		return
-	}
-	if n > 0 {
+	n, err := tr.Trim(ctx, w.opts.MaxRows, w.opts.MaxBytes)
+	switch {
+	case err != nil:
+		w.log.Warn("trimming audit records", "err", err)
+	case n > 0:
 		w.pruned.Add(uint64(n))
-		w.log.Info("audit records pruned", "count", n, "retention", w.opts.Retention)
+		w.log.Info("audit records trimmed", "count", n, "max_rows", w.opts.MaxRows, "max_bytes", w.opts.MaxBytes)
 	}
 }
