@@ -280,9 +280,16 @@ func (g *Gateway) settle(name string, raw json.RawMessage, opts RegisterOptions,
 		} else {
 			h.state = StateDegraded
 		}
-		if opts.expect == nil || cur.Template == nil || !jsonEqual(raw, cur.Template.Raw) {
-			if !jsonEqual(raw, h.wanted) {
-				h.wanted = raw
+		// A replacement that failed is retried with its template (none
+		// to remember when it is the registered one); a refresh leaves
+		// that as it was.
+		if opts.KeepFailed && opts.expect == nil {
+			want := raw
+			if cur.Template != nil && jsonEqual(raw, cur.Template.Raw) {
+				want = nil
+			}
+			if !jsonEqual(want, h.wanted) {
+				h.wanted = want
 				h.gen = t.nextGen()
 			}
 		}

@@ -637,13 +637,13 @@ func (s *Store) Watch(ctx context.Context) <-chan registry.Change {
 // idempotent: later calls return the first call's result.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
+		s.pmu.Lock() // a probe starting after this sees closed
 		s.closed.Store(true)
+		s.pmu.Unlock()
 		close(s.done)
+		s.probes.Wait()
 		// Readers first, so that the writer is the last connection and
 		// checkpoints.
-		s.pmu.Lock() // a probe starting now sees closed
-		s.pmu.Unlock()
-		s.probes.Wait()
 		s.closeErr = errors.Join(s.reader.Close(), s.wdb().Close())
 		if s.closeErr != nil {
 			s.closeErr = fmt.Errorf("sqlite: closing %s: %w", s.path, s.closeErr)
