@@ -401,7 +401,8 @@ func retryable(err error) bool {
 // log, which name the manual already: without the "discovering manual
 // %q: " prefix and the " of manual %q" of the transports' discovery
 // errors ("http discovery from http://...: HTTP 503 ..."), whitespace runs
-// folded into one space, at most 1,000 bytes.
+// folded into one space, secrets redacted (utcp.RedactText), at most
+// 1,000 bytes.
 func FailureMessage(name string, err error) string {
 	msg := err.Error()
 	q := strconv.Quote(name)
@@ -428,6 +429,9 @@ func FailureMessage(name string, err error) string {
 		return sub[2] + " " + sub[3]
 	})
 	msg = strings.Join(strings.FieldsFunc(msg, unicode.IsSpace), " ")
+	// Shown by the admin API and the CLI: the secrets a message can
+	// carry (a URL's api_key or password) are redacted, as in the log.
+	msg = utcp.RedactText(msg)
 	if len(msg) > maxMessage {
 		cut := maxMessage
 		for cut > 0 && !utf8Start(msg[cut]) {

@@ -468,6 +468,8 @@ func TestFailureMessage(t *testing.T) {
 			"file: open /srv/newsapi_manual.json: no such file or directory"},
 		{"x", `discovering manual "x": tcp discovery of manual "x" from 127.0.0.1:9: connection refused`,
 			"tcp discovery from 127.0.0.1:9: connection refused"},
+		{"s", `http: field url: parse "http://bob:USERPASS789up@127.0.0.1:9x/utcp?api_key=SECRET123qv": invalid port`,
+			`http: field url: parse "http://bob:[redacted]@127.0.0.1:9x/utcp?api_key=[redacted]": invalid port`},
 	} {
 		if got := gateway.FailureMessage(c.name, errors.New(c.in)); got != c.want {
 			t.Errorf("FailureMessage(%s):\n got %q\nwant %q", c.name, got, c.want)
