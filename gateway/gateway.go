@@ -6,6 +6,12 @@
 // apply whichever front a call arrives through. A Gateway is safe for
 // concurrent use; registering or removing a manual never blocks calls in
 // flight.
+//
+// Every manual has a health (Health, Statuses): ready, discovering, failed
+// or degraded, with its last error and next retry. A registration with
+// RegisterOptions.KeepFailed that fails is kept as a failed manual, and
+// failed and degraded manuals are retried in the background with a capped
+// exponential backoff (Options.Retry) until Close.
 package gateway
 
 import (
