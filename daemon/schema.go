@@ -850,6 +850,9 @@ func (b *schemaBuilder) settingSchema(f reflect.StructField, key string) obj {
 		return obj{"type": "boolean"}
 	case reflect.Int, reflect.Int64:
 		s := obj{"type": "integer", "minimum": 1}
+		if _, zero := tagOption(f, "zero"); zero {
+			s["minimum"] = 0
+		}
 		if max, ok := tagOption(f, "max"); ok {
 			m, err := strconv.ParseInt(max, 10, 64)
 			if err != nil {
@@ -963,6 +966,8 @@ var gatewayDocs = map[string]string{
 	"guard_timeout":         "How long one guard may take to decide; longer is an error, so the call does not run.",
 	"review_timeout":        "How long a call a guard sent to review waits for a decision.",
 	"audit_retention":       "How long audit records are kept.",
+	"audit_max_rows":        "The most audit records kept besides the age limit: the oldest beyond it are deleted; 0 is no limit.",
+	"audit_max_bytes":       "The most bytes of audit records (their JSON) kept besides the age limit: the oldest beyond it are deleted; 0 is no limit.",
 	"allowed_origins":       "Browser origins (Origin header) every route accepts besides loopback ones; \"*\" accepts every origin.",
 	"store":                 "A postgres:// DSN of a database replicas share, instead of the SQLite store in data_dir; prefer $UTCPD_STORE, which keeps the password out of the file.",
 	"store_resync_interval": "How often a replica re-reads the whole shared store (besides its change notifications).",

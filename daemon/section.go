@@ -321,6 +321,13 @@ func readValue(f reflect.StructField, v json.RawMessage, dir string) (reflect.Va
 		return reflect.ValueOf(b), ""
 	case reflect.Int, reflect.Int64:
 		n := reflect.New(f.Type)
+		if _, zero := tagOption(f, "zero"); zero {
+			// gateway:"zero": 0 is a value of its own (no limit).
+			if json.Unmarshal(v, n.Interface()) != nil || n.Elem().Int() < 0 {
+				return reflect.Value{}, "must be a non-negative integer (0: no limit)"
+			}
+			return n.Elem(), ""
+		}
 		if json.Unmarshal(v, n.Interface()) != nil || n.Elem().Int() <= 0 {
 			return reflect.Value{}, "must be a positive integer"
 		}

@@ -47,6 +47,11 @@ type Settings struct {
 	GuardTimeout   time.Duration   `json:"guard_timeout" gateway:"reload"`
 	ReviewTimeout  time.Duration   `json:"review_timeout"`
 	AuditRetention time.Duration   `json:"audit_retention"`
+	// AuditMaxRows and AuditMaxBytes bound the audit log besides its age
+	// (gateway.audit_max_rows, gateway.audit_max_bytes: the oldest
+	// records beyond them are deleted); 0 is no limit.
+	AuditMaxRows  int64 `json:"audit_max_rows" gateway:"zero"`
+	AuditMaxBytes int64 `json:"audit_max_bytes" gateway:"zero"`
 
 	// AllowedOrigins are the browser origins every route accepts besides
 	// the daemon's own (gateway.allowed_origins).
