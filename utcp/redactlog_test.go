@@ -60,7 +60,14 @@ func TestRedactHandlerPassesCleanRecordsWithoutAllocating(t *testing.T) {
 		slog.String("outcome", "ok"), slog.Duration("duration", time.Millisecond), slog.String("guard", "allow"))
 	base := testing.AllocsPerRun(200, func() { _ = inner.Handle(ctx, rec) })
 	wrapped := testing.AllocsPerRun(200, func() { _ = h.Handle(ctx, rec) })
-	if wrapped > base {
+	// Under the race detector sync.Pool drops a share of its buffers, so
+	// a pooled buffer is sometimes allocated afresh (about one every
+	// few records); an allocation per attribute (six here) still shows.
+	slack := 0.0
+	if raceEnabled {
+		slack = 1
+	}
+	if wrapped > base+slack {
 		t.Errorf("a clean record: %v allocations through RedactHandler, %v without", wrapped, base)
 	}
 }
