@@ -20,6 +20,9 @@ const (
 	maxTrafficTools = 256
 	otherTools      = "(other)"
 	unresolvedTool  = "(unresolved)"
+	// sentToReview counts the calls a guard sent to human review,
+	// whatever the review decided.
+	sentToReview = "sent to review"
 )
 
 // Latency histogram: bucket i holds durations up to histBase·2^(i/2),
@@ -91,8 +94,8 @@ func NewTraffic() *Traffic { return &Traffic{now: time.Now} }
 
 // Record counts one finished call at the current time: its tool (the
 // qualified name), whether it failed (any error code, guard refusals
-// included), its latency when it reached its transport, and the guard
-// chain's decision.
+// included), its latency when it reached its transport, the guard
+// chain's final decision, and whether it was sent to review.
 func (t *Traffic) Record(rec *gateway.CallRecord) {
 	if rec == nil {
 		return
@@ -131,6 +134,10 @@ func (t *Traffic) Record(rec *gateway.CallRecord) {
 	if d := string(rec.Verdict.Decision); d != "" {
 		s.decisions[d]++
 	}
+	if rec.ReviewID != "" {
+		// Sent to human review (its final decision is counted above).
+		s.decisions[sentToReview]++
+	}
 }
 
 // ToolTraffic is one tool's figures over a snapshot's window.
@@ -166,8 +173,9 @@ type TrafficSnapshot struct {
 	CallRate, ErrorShare, P50s, P99s []float64
 	// Tools are the tools with calls in the window, most calls first.
 	Tools []ToolTraffic
-	// Decisions counts the guard decisions (allow, deny, review,
-	// error) over the window.
+	// Decisions counts the guard chain's final decisions (allow, deny,
+	// review, error) over the window, and under "sent to review" the
+	// calls that waited for a human review.
 	Decisions map[string]int
 }
 

@@ -71,10 +71,11 @@ func (c *Console) panel(window time.Duration) (template.HTML, error) {
 	d.CallChart = lineChart("calls per second", "/s", s.Window, 1, calls)
 	d.ErrChart = lineChart("error rate", "%", s.Window, 1, []chartSeries{{Name: "", Points: s.ErrorShare}})
 	d.LatChart = lineChart("latency", "ms", s.Window, 1, []chartSeries{{Name: "p50", Points: s.P50s}, {Name: "p99", Points: s.P99s}})
-	bars := make([]bar, 0, 4)
-	for _, dec := range []string{"allow", "review", "deny", "error"} {
+	bars := make([]bar, 0, 5)
+	for _, dec := range []string{"allow", "deny", "error", "review"} {
 		bars = append(bars, bar{Label: dec, Value: s.Decisions[dec], Class: "d-" + dec})
 	}
+	bars = append(bars, bar{Label: "reviewed", Value: s.Decisions[sentToReview], Class: "d-review"})
 	d.Decisions = barChart("guard decisions", bars)
 	for _, t := range s.Tools {
 		d.Tools = append(d.Tools, toolLine{ToolTraffic: t, Spark: sparkline(t.Series)})

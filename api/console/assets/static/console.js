@@ -139,7 +139,8 @@
       const keys = isArr ? x.map((_, i) => i) : Object.keys(x);
       const d = el('details');
       d.open = depth < 3;
-      d.appendChild(el('summary', '', isArr ? `[${keys.length} items]` : `{${keys.length} keys}`));
+      const n = keys.length;
+      d.appendChild(el('summary', '', isArr ? `[${n} ${n === 1 ? 'item' : 'items'}]` : `{${n} ${n === 1 ? 'key' : 'keys'}}`));
       const ul = el('ul');
       for (const k of keys) {
         const li = el('li');
