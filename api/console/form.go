@@ -189,7 +189,7 @@ func buildForm(schema json.RawMessage) *field {
 		return &field{Kind: kindJSON, Label: "arguments", Value: "{}", Description: "the tool's input schema could not be read; type the arguments as a JSON object"}
 	}
 	b := &formBuilder{root: o}
-	f := b.build(o, "arguments", true, 0, 0)
+	f := b.build(o, "arguments", true, 0)
 	if f.Kind != kindObject {
 		return &field{Kind: kindJSON, Label: "arguments", Value: "{}", Description: f.Description}
 	}
@@ -278,7 +278,7 @@ func str(s *ordered, k string) string {
 	return ""
 }
 
-func (b *formBuilder) build(s *ordered, name string, required bool, depth, refs int) *field {
+func (b *formBuilder) build(s *ordered, name string, required bool, depth int) *field {
 	b.fields++
 	f := &field{Name: name, Label: name, Required: required}
 	rs, ok := b.resolve(s)
@@ -371,7 +371,7 @@ func (b *formBuilder) build(s *ordered, name string, required bool, depth, refs 
 				item = is
 			}
 		}
-		f.Item = b.build(item, "", true, depth+1, refs)
+		f.Item = b.build(item, "", true, depth+1)
 		f.Item.Label = "item"
 		if n := str(s, "minItems"); n != "" {
 			var k int
@@ -403,7 +403,7 @@ func (b *formBuilder) build(s *ordered, name string, required bool, depth, refs 
 					}
 					ps = &ordered{vals: map[string]any{}}
 				}
-				f.Fields = append(f.Fields, b.build(ps, k, req[k], depth+1, refs))
+				f.Fields = append(f.Fields, b.build(ps, k, req[k], depth+1))
 			}
 		}
 		// An object that names no properties (or admits others) takes

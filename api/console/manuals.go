@@ -215,6 +215,10 @@ func located(text string, err error) error {
 		return err
 	}
 	off, ok := offsetOf(ue.Details["offset"])
+	if !ok && ue.Code == utcp.CodeInvalidRequest && strings.HasSuffix(ue.Message, "the body ends early") {
+		// Truncated: the error is at the end.
+		off, ok = len(strings.TrimSpace(text))+1, true
+	}
 	if !ok {
 		return err
 	}
@@ -243,12 +247,10 @@ func offsetOf(v any) (int, bool) {
 // position returns the 1-based line and column of byte offset off of
 // text (the offending byte: a JSON decoder's offset counts it).
 func position(text string, off int) (int, int) {
-	if off > len(text) {
-		off = len(text)
-	}
 	if off > 0 {
 		off--
 	}
+	off = min(off, len(text))
 	line, col := 1, 1
 	for _, ch := range text[:off] {
 		if ch == '\n' {

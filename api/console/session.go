@@ -287,8 +287,8 @@ type loginData struct {
 // localNext returns next when it is a console path (no open redirect),
 // else the Manuals page.
 func localNext(next string) string {
-	if strings.HasPrefix(next, Path) && !strings.HasPrefix(next, "//") && !strings.ContainsAny(next, "\\\r\n") &&
-		!strings.HasPrefix(next, Path+"login") {
+	if strings.HasPrefix(next, Path) && !strings.ContainsAny(next, "\\\r\n") && !strings.HasPrefix(next, Path+"login") &&
+		!strings.Contains(next, "//") && !strings.Contains(next, "/./") && !strings.Contains(next, "/../") {
 		if u, err := url.Parse(next); err == nil && u.Scheme == "" && u.Host == "" {
 			return next
 		}
