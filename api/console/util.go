@@ -42,17 +42,20 @@ func whenText(t time.Time) string {
 	return t.UTC().Format("2006-01-02 15:04:05Z")
 }
 
-// durationText is d rounded for a person (µs under 1 ms, ms under 10 s).
+// durationText is d rounded for a person (µs under 1 ms, ms under 1 s,
+// seconds with two decimals under a minute).
 func durationText(d time.Duration) string {
 	switch {
 	case d <= 0:
 		return "0"
 	case d < time.Millisecond:
 		return fmt.Sprintf("%dµs", d.Microseconds())
-	case d < 10*time.Second:
+	case d < time.Second:
 		return fmt.Sprintf("%.1fms", float64(d)/float64(time.Millisecond))
+	case d < time.Minute:
+		return fmt.Sprintf("%.2fs", d.Seconds())
 	}
-	return d.Round(100 * time.Millisecond).String()
+	return d.Round(time.Second).String()
 }
 
 // prettyJSON indents a JSON value (raw bytes, a string holding JSON, or

@@ -178,11 +178,12 @@ func TestConsoleBrowser(t *testing.T) {
 		}
 	}
 	var tr struct {
-		Charts int
-		Tools  []string
+		Made, Charts int
+		Tools        []string
+		Errors       string
 	}
 	seen("Traffic, live", &tr)
-	if tr.Charts < 3 || len(tr.Tools) < 3 {
+	if tr.Made != 24 || tr.Charts != 3 || len(tr.Tools) != 4 || tr.Errors != "3" {
 		t.Errorf("traffic: %+v", tr)
 	}
 	var after struct{ Demo, Evil bool }
@@ -191,13 +192,13 @@ func TestConsoleBrowser(t *testing.T) {
 		t.Errorf("after the other origin's attempts: %+v", after)
 	}
 
-	// The daemon's side: one call of add (the other origin's was not
-	// run), the manual is the console's (source api), and the audit
-	// names the console and the admin principal.
-	if n := be.F.Calls(); n != 2 {
-		t.Errorf("the demo HTTP server saw %d calls, want 2 (add and the approved echo)", n)
+	// The daemon's side: the other origin's call was not run, the
+	// manuals are the console's (source api), and the audit names the
+	// console and the admin principal.
+	if n := be.F.Calls(); n != 26 {
+		t.Errorf("the demo HTTP server saw %d calls, want 26 (add, the approved echo, 24 from the Traffic page)", n)
 	}
-	st, body := request(t, http.MethodGet, d.URL+"/admin/audit?tool=demo.add", token, "")
+	st, body := request(t, http.MethodGet, d.URL+"/admin/audit?tool=demo.add&limit=1000", token, "")
 	var page1 struct {
 		Records []struct {
 			Front, Principal, Outcome string
@@ -206,8 +207,13 @@ func TestConsoleBrowser(t *testing.T) {
 	if st != http.StatusOK || json.Unmarshal(body, &page1) != nil {
 		t.Fatalf("audit: %d %s", st, body)
 	}
-	if len(page1.Records) != 1 || page1.Records[0].Front != "console" || page1.Records[0].Principal != "utcpd-admin" {
-		t.Errorf("audit of demo.add: %s", body)
+	if len(page1.Records) != 22 {
+		t.Errorf("audit of demo.add: %d records, want 22", len(page1.Records))
+	}
+	for _, r := range page1.Records {
+		if r.Front != "console" || r.Principal != "utcpd-admin" || r.Outcome != "ok" {
+			t.Errorf("audit of demo.add: %+v", r)
+		}
 	}
 	st, body = request(t, http.MethodGet, d.URL+"/admin/manuals", token, "")
 	var list struct {

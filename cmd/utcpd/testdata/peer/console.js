@@ -154,12 +154,28 @@ const step = async (res, name, fn) => {
     });
 
     await step(res, 'Traffic, live', async () => {
-      await page.goto(daemon + '/ui/traffic?window=5m');
+      await page.goto(daemon + '/ui/traffic?window=1m');
       await page.waitForSelector('#live-status.on');
+      // More calls, as the console's script makes them (one tool error
+      // in eight): the live panel shows them without a reload.
+      const made = await page.evaluate(async () => {
+        const csrf = document.querySelector('meta[name="csrf-token"]').content;
+        let ok = 0;
+        for (let i = 0; i < 24; i++) {
+          const fail = i % 8 === 7;
+          const res = await fetch(`/ui/call?name=${fail ? 'demo.fail' : 'demo.add'}`, {
+            method: 'POST', headers: { 'Content-Type': 'application/json', Accept: 'application/json', 'X-CSRF-Token': csrf },
+            body: JSON.stringify({ arguments: fail ? { message: 'a planned failure' } : { a: i, b: 1 } }) });
+          if (res.ok) ok++;
+        }
+        return ok;
+      });
+      await page.waitForFunction(() => /27/.test(document.querySelector('ul.totals li strong').textContent));
       const charts = await page.$$eval('svg.chart', (s) => s.length);
       const tools = await page.$$eval('table.traffic tbody tr', (rs) => rs.map((r) => r.dataset.tool));
+      const errors = await page.textContent('tr[data-tool="demo.fail"] td:nth-child(4)');
       await shot(page, 'traffic');
-      return { charts, tools };
+      return { made, charts, tools, errors };
     });
 
     await step(res, 'a page of another origin cannot drive the console', async () => {
