@@ -63,6 +63,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/utcpd/utcpd/api/admin"
@@ -146,6 +147,9 @@ type Console struct {
 	mux      *http.ServeMux
 	static   http.Handler
 	streams  chan struct{} // live traffic streams in flight
+
+	shutMu    sync.Mutex
+	shutdowns map[*http.Server]chan struct{} // closed when that server shuts down
 }
 
 //go:embed assets
@@ -182,7 +186,7 @@ func New(opts Options) (*Console, error) {
 		opts.MaxSessions = DefaultMaxSessions
 	}
 	c := &Console{opts: opts, g: opts.Gateway, log: opts.Logger, traffic: NewTraffic(),
-		streams: make(chan struct{}, maxLiveStreams)}
+		streams: make(chan struct{}, maxLiveStreams), shutdowns: map[*http.Server]chan struct{}{}}
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
 	}

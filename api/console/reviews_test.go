@@ -2,6 +2,7 @@ package console_test
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -283,5 +284,33 @@ func TestTraffic(t *testing.T) {
 	anon.Body.Close()
 	if anon.StatusCode != http.StatusUnauthorized {
 		t.Errorf("events without a session: %d", anon.StatusCode)
+	}
+}
+
+// TestTrafficStreamShutdown: an open Traffic page does not hold up the
+// server's graceful shutdown.
+func TestTrafficStreamShutdown(t *testing.T) {
+	d := startDaemon(t, daemonOptions{})
+	b := d.loggedIn()
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, d.srv.URL+"/ui/traffic/events", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.AddCookie(&http.Cookie{Name: "utcpd_console", Value: b.cookies["utcpd_console"].Value})
+	resp, err := b.c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<22)
+	for sc.Scan() && !strings.HasPrefix(sc.Text(), "data: ") {
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	if err := d.srv.Config.Shutdown(ctx); err != nil {
+		t.Fatalf("shutdown with a Traffic page open: %v", err)
+	}
+	for sc.Scan() {
 	}
 }

@@ -100,7 +100,10 @@ func (c *Console) trafficPage(w http.ResponseWriter, r *http.Request) {
 
 // trafficEvents streams the traffic panel as server-sent events: an
 // event "panel" with {"html": ...} at once and every trafficTick. At
-// most maxLiveStreams run at once (503 beyond).
+// most maxLiveStreams run at once (503 beyond). A stream ends when the
+// page goes away, its session ends, after maxStreamAge, or when the
+// http.Server serving it shuts down (so an open Traffic page does not hold
+// up a graceful shutdown).
 func (c *Console) trafficEvents(w http.ResponseWriter, r *http.Request) {
 	select {
 	case c.streams <- struct{}{}:
@@ -111,6 +114,7 @@ func (c *Console) trafficEvents(w http.ResponseWriter, r *http.Request) {
 	}
 	s := sessionFrom(r.Context())
 	win := windowOf(r)
+	stopping := c.shutdownOf(r)
 	rc := http.NewResponseController(w)
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
@@ -147,6 +151,8 @@ func (c *Console) trafficEvents(w http.ResponseWriter, r *http.Request) {
 			return
 		case <-end.C:
 			return
+		case <-stopping:
+			return // the server is shutting down: do not hold it up
 		case <-tick.C:
 			if s != nil && !c.sessions.alive(s) {
 				return // logged out or expired
@@ -156,4 +162,23 @@ func (c *Console) trafficEvents(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
+}
+
+// shutdownOf returns a channel closed when the http.Server serving r
+// shuts down (nil, never closed, when r names none). One channel per
+// server, registered with it once.
+func (c *Console) shutdownOf(r *http.Request) <-chan struct{} {
+	srv, _ := r.Context().Value(http.ServerContextKey).(*http.Server)
+	if srv == nil {
+		return nil
+	}
+	c.shutMu.Lock()
+	defer c.shutMu.Unlock()
+	ch, ok := c.shutdowns[srv]
+	if !ok {
+		ch = make(chan struct{})
+		c.shutdowns[srv] = ch
+		srv.RegisterOnShutdown(func() { close(ch) })
+	}
+	return ch
 }
