@@ -96,7 +96,9 @@ type Options struct {
 	Degraded func() error
 	// Observer, when set, counts registrations and calls in flight, and is
 	// told the Gateway for its gauges. Install Observer.OnCall as
-	// gateway.Options.OnCall for the per-call metrics and log lines.
+	// gateway.Options.OnCall for the per-call metrics and log lines; it
+	// also feeds the web console's Traffic page (Observer.SetTap), which
+	// stays empty without an Observer.
 	Observer *Observer
 	// Metrics serves /metrics. Default: the Observer's registry when it is
 	// a prometheus.Gatherer, else prometheus.DefaultGatherer.
