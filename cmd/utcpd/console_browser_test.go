@@ -153,6 +153,19 @@ func TestConsoleBrowser(t *testing.T) {
 	if !slices.Equal(stream.Events, []string{"1", "2", "3"}) || !strings.Contains(stream.Status, "stream ended after 3 events") {
 		t.Errorf("streamed count: %+v", stream)
 	}
+	var mcp struct {
+		Images []struct {
+			W   int
+			Src string
+		}
+		Text    []string
+		Scripts int
+	}
+	seen("MCP content blocks render as an image and text", &mcp)
+	if len(mcp.Images) != 1 || mcp.Images[0].W != 1 || mcp.Images[0].Src != "data:image/png;base64," ||
+		!slices.Equal(mcp.Text, []string{"a caption\non two lines"}) || mcp.Scripts != 0 {
+		t.Errorf("content blocks: %+v (want one 1×1 png image, the text, and the two malformed image blocks as plain values)", mcp)
+	}
 	var rv struct{ Card, Flash, History, Result string }
 	seen("a policy sends echo to review; approve it from the Reviews page", &rv)
 	if !strings.Contains(rv.Card, "echoes need a look") || !strings.Contains(rv.Card, "[redacted]") || strings.Contains(rv.Card, "console-secret") {
@@ -178,12 +191,12 @@ func TestConsoleBrowser(t *testing.T) {
 		}
 	}
 	var tr struct {
-		Made, Charts int
-		Tools        []string
-		Errors       string
+		Before, After, Made, Charts int
+		Tools                       []string
+		Errors                      string
 	}
 	seen("Traffic, live", &tr)
-	if tr.Made != 24 || tr.Charts != 3 || len(tr.Tools) != 4 || tr.Errors != "3" {
+	if tr.Before != 4 || tr.After != 28 || tr.Made != 24 || tr.Charts != 3 || len(tr.Tools) != 5 || tr.Errors != "3" {
 		t.Errorf("traffic: %+v", tr)
 	}
 	var after struct{ Demo, Evil bool }

@@ -122,6 +122,25 @@ const step = async (res, name, fn) => {
       return { events, status: await page.textContent('#call-status') };
     });
 
+    await step(res, 'MCP content blocks render as an image and text', async () => {
+      // echo answers its arguments: here an MCP tool result's content.
+      const png = 'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==';
+      await page.goto(daemon + '/ui/tool?name=live.echo');
+      await page.fill('.field[data-kind="object"] > label.more > textarea.extra', JSON.stringify({ content: [
+        { type: 'image', data: png, mimeType: 'image/png' },
+        { type: 'text', text: 'a caption\non two lines' },
+        { type: 'image', data: '<script>', mimeType: 'image/png' },
+        { type: 'image', data: png, mimeType: 'text/html' }] }));
+      await page.click('#call-button');
+      await page.waitForSelector('#result .tree');
+      await page.waitForFunction(() => { const i = document.querySelector('#result img.content'); return i && i.complete; });
+      return {
+        images: await page.$$eval('#result img.content', (is) => is.map((i) => ({ w: i.naturalWidth, src: i.src.slice(0, 22) }))),
+        text: await page.$$eval('#result pre.text', (ps) => ps.map((p) => p.textContent)),
+        scripts: await page.$$eval('#result script', (s) => s.length),
+      };
+    });
+
     await step(res, 'a policy sends echo to review; approve it from the Reviews page', async () => {
       await page.goto(daemon + '/ui/tool?name=demo.echo');
       await page.fill('.field[data-kind="object"] > label.more > textarea.extra', JSON.stringify({ message: 'hello from the console', api_key: 'sk-live-console-secret-0123456789abcdef' }));
@@ -158,6 +177,8 @@ const step = async (res, name, fn) => {
       await page.waitForSelector('#live-status.on');
       // More calls, as the console's script makes them (one tool error
       // in eight): the live panel shows them without a reload.
+      const calls = () => page.evaluate(() => Number(document.querySelector('ul.totals li strong').textContent));
+      const before = await calls();
       const made = await page.evaluate(async () => {
         const csrf = document.querySelector('meta[name="csrf-token"]').content;
         let ok = 0;
@@ -170,12 +191,12 @@ const step = async (res, name, fn) => {
         }
         return ok;
       });
-      await page.waitForFunction(() => /27/.test(document.querySelector('ul.totals li strong').textContent));
+      await page.waitForFunction((n) => Number(document.querySelector('ul.totals li strong').textContent) >= n, before + 24);
       const charts = await page.$$eval('svg.chart', (s) => s.length);
       const tools = await page.$$eval('table.traffic tbody tr', (rs) => rs.map((r) => r.dataset.tool));
       const errors = await page.textContent('tr[data-tool="demo.fail"] td:nth-child(4)');
       await shot(page, 'traffic');
-      return { made, charts, tools, errors };
+      return { before, after: await calls(), made, charts, tools, errors };
     });
 
     await step(res, 'a page of another origin cannot drive the console', async () => {
