@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/utcpd/utcpd/examples/servers/sse/sseserver"
 	"github.com/utcpd/utcpd/transports/transporttest"
 	"github.com/utcpd/utcpd/transports/transporttest/fixture"
@@ -140,6 +142,16 @@ func TestConsoleBrowser(t *testing.T) {
 	if len(call.Required) != 2 || !strings.Contains(call.Result, "sum: 5") {
 		t.Errorf("add through the form: %+v", call)
 	}
+	var form struct {
+		Sent   map[string]any
+		Result string
+	}
+	seen("a form generated from a rich schema sends what was typed", &form)
+	wantSent := map[string]any{"title": "Quarterly report", "count": 3.0, "loud": true, "mode": "slow", "tags": []any{"a", "b"},
+		"points": []any{map[string]any{"x": 1.5, "y": -2.0}}, "owner": map[string]any{"name": "ann"}}
+	if diff := cmp.Diff(wantSent, form.Sent); diff != "" || !strings.Contains(form.Result, "Quarterly report") {
+		t.Errorf("the generated form sent (-want +got):\n%s\nresult %s", diff, form.Result)
+	}
 	var pasted struct{ Flash string }
 	seen("register the demo SSE manual by pasting its template", &pasted)
 	if !strings.Contains(pasted.Flash, "registered manual live with 5 tools") {
@@ -196,7 +208,7 @@ func TestConsoleBrowser(t *testing.T) {
 		Errors                      string
 	}
 	seen("Traffic, live", &tr)
-	if tr.Before != 4 || tr.After != 28 || tr.Made != 24 || tr.Charts != 3 || len(tr.Tools) != 5 || tr.Errors != "3" {
+	if tr.Before != 5 || tr.After != 29 || tr.Made != 24 || tr.Charts != 3 || len(tr.Tools) != 6 || tr.Errors != "3" {
 		t.Errorf("traffic: %+v", tr)
 	}
 	var after struct{ Demo, Evil bool }
@@ -208,8 +220,8 @@ func TestConsoleBrowser(t *testing.T) {
 	// The daemon's side: the other origin's call was not run, the
 	// manuals are the console's (source api), and the audit names the
 	// console and the admin principal.
-	if n := be.F.Calls(); n != 26 {
-		t.Errorf("the demo HTTP server saw %d calls, want 26 (add, the approved echo, 24 from the Traffic page)", n)
+	if n := be.F.Calls(); n != 27 {
+		t.Errorf("the demo HTTP server saw %d calls, want 27 (add, the form's report, the approved echo, 24 from the Traffic page)", n)
 	}
 	st, body := request(t, http.MethodGet, d.URL+"/admin/audit?tool=demo.add&limit=1000", token, "")
 	var page1 struct {
@@ -232,8 +244,8 @@ func TestConsoleBrowser(t *testing.T) {
 	var list struct {
 		Manuals []struct{ Name, Source string } `json:"manuals"`
 	}
-	if st != http.StatusOK || json.Unmarshal(body, &list) != nil || len(list.Manuals) != 2 ||
-		list.Manuals[0].Name != "demo" || list.Manuals[0].Source != "api" || list.Manuals[1].Name != "live" {
+	if st != http.StatusOK || json.Unmarshal(body, &list) != nil || len(list.Manuals) != 3 ||
+		list.Manuals[0].Name != "demo" || list.Manuals[0].Source != "api" || list.Manuals[1].Name != "forms" || list.Manuals[2].Name != "live" {
 		t.Errorf("manuals after the test: %d %s", st, body)
 	}
 	t.Logf("the other origin's page saw: %s (its own console errors: %d)", res.Seen["a page of another origin cannot drive the console"], len(res.AttackerErrors))

@@ -105,6 +105,45 @@ const step = async (res, name, fn) => {
       return { required, result };
     });
 
+    await step(res, 'a form generated from a rich schema sends what was typed', async () => {
+      const manual = { utcp_version: '1.1.0', tools: [{
+        name: 'report', description: 'Files a report (echoed back by the demo server).', tags: ['forms'],
+        inputs: { type: 'object', required: ['title', 'count', 'mode'], properties: {
+          title: { type: 'string', description: 'what the report is about' },
+          count: { type: 'integer', minimum: 1 },
+          ratio: { type: 'number' },
+          loud: { type: 'boolean' },
+          mode: { enum: ['fast', 'slow'] },
+          tags: { type: 'array', items: { type: 'string' } },
+          points: { type: 'array', items: { type: 'object', required: ['x', 'y'], properties: { x: { type: 'number' }, y: { type: 'number' } } } },
+          owner: { type: 'object', required: ['name'], properties: { name: { type: 'string' }, admin: { type: 'boolean' } } } } },
+        tool_call_template: { call_template_type: 'http', http_method: 'GET', url: backend + '/tools/echo' } }] };
+      await page.goto(daemon + '/ui/manuals');
+      await page.fill('#add-template textarea[name=template]', JSON.stringify({ name: 'forms', call_template_type: 'text',
+        content: JSON.stringify(manual), allowed_communication_protocols: ['text', 'http'] }, null, 2));
+      await Promise.all([page.waitForURL(/\/ui\/manual\?name=forms/), page.click('#add-template button[type=submit]')]);
+      await page.goto(daemon + '/ui/tool?name=forms.report');
+      await page.fill('.field[data-name="title"] input.value', 'Quarterly report');
+      await page.fill('.field[data-name="count"] input.value', '3');
+      await page.selectOption('.field[data-name="loud"] select.value', 'true');
+      await page.selectOption('.field[data-name="mode"] select.value', '"slow"');
+      await page.click('.field[data-name="tags"] > button.add');
+      await page.click('.field[data-name="tags"] > button.add');
+      await page.click('.field[data-name="tags"] > button.add');
+      const tags = page.locator('.field[data-name="tags"] > ol.items > li.item input.value');
+      await tags.nth(0).fill('a');
+      await tags.nth(1).fill('b');
+      await page.click('.field[data-name="tags"] > ol.items > li.item:nth-child(3) > button.remove');
+      await page.click('.field[data-name="points"] > button.add');
+      await page.fill('.field[data-name="points"] li.item .field[data-name="x"] input.value', '1.5');
+      await page.fill('.field[data-name="points"] li.item .field[data-name="y"] input.value', '-2');
+      await page.fill('.field[data-name="owner"] .field[data-name="name"] input.value', 'ann');
+      await page.click('#call-button');
+      await page.waitForFunction(() => /done/.test(document.getElementById('call-status').textContent));
+      await page.locator('#call-form').screenshot({ path: path.join(out, 'form.png') });
+      return { sent: JSON.parse(await page.inputValue('#raw-args')), result: (await page.textContent('#result .tree')).replace(/\s+/g, ' ').trim() };
+    });
+
     await step(res, 'register the demo SSE manual by pasting its template', async () => {
       await page.goto(daemon + '/ui/manuals');
       await page.fill('#add-template textarea[name=template]', JSON.stringify({ name: 'live', call_template_type: 'sse', url: sse + '/utcp' }, null, 2));
