@@ -7,7 +7,7 @@ PKGS        ?= ./...
 FUZZTIME    ?= 20s
 BENCHTIME   ?= 1s
 
-.PHONY: all build test quicktest lint fuzz bench gen clean
+.PHONY: all build test quicktest lint fuzz bench gen schema clean
 
 all: build
 
@@ -50,6 +50,13 @@ bench:
 ## no protoc needed). CI checks that the committed files are fresh.
 gen:
 	$(GO) run ./internal/protogen -root proto
+
+## schema: regenerate the configuration's JSON Schema (docs/config.schema.json,
+## docs/config.strict.schema.json) and the doc comments it is described with
+## (daemon/schema_docs.go); tests in daemon and cmd/utcpd fail while they are
+## stale.
+schema:
+	$(GO) generate ./daemon
 
 clean:
 	rm -rf bin

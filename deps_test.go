@@ -66,6 +66,7 @@ var allowed = []struct {
 	{"internal/pgtest", []string{"utcp"}},
 	{"internal/e2e", nil},
 	{"internal/e2e/openapi", nil},
+	{"internal/e2e/docs", nil},       // tests only: the docs' commands and /openapi.json
 	{"internal/mcpconformance", nil}, // tests only
 	{"internal/loadgen", nil},
 	{"internal/protogen", nil},

@@ -89,10 +89,11 @@ type Options struct {
 	// means always ready. It must be fast.
 	Ready func() error
 	// Degraded, when set and Ready passes, reports a problem that leaves
-	// the daemon serving but not fully (the shared store unreachable:
-	// calls are served from memory, writes fail): /readyz then answers
-	// 200 {"status": "degraded", "reason": ...}, so that a load balancer
-	// keeps routing calls. It must be fast.
+	// the daemon serving but not fully (the shared store unreachable, or
+	// the SQLite store refusing writes: calls are served from memory,
+	// writes fail): /readyz then answers 200 {"status": "degraded",
+	// "reason": ...}, so that a load balancer keeps routing calls. It
+	// must be fast.
 	Degraded func() error
 	// Observer, when set, counts registrations and calls in flight, and is
 	// told the Gateway for its gauges. Install Observer.OnCall as
@@ -120,6 +121,11 @@ type Options struct {
 	// DisableCodeMode turns CodeMode off: no /v1/codemode routes, no
 	// codemode.run tool on the MCP front or in the exports.
 	DisableCodeMode bool
+	// MCPCodeMode offers CodeMode on the MCP front as the tool
+	// codemode.run (when MCP.CodeMode is not set and CodeMode is on). Off
+	// by default: an MCP client is shown the tools behind the gateway and
+	// nothing else unless asked.
+	MCPCodeMode bool
 	// PublicURL is the gateway's address as clients reach it (scheme,
 	// host, optional path prefix), used in the call templates of the UTCP
 	// manual at GET /utcp (package api/utcpmanual); empty: the request's
@@ -269,13 +275,13 @@ func newServer(opts Options) (*server, error) {
 				return
 			}
 		}
+		out := readiness(opts.Gateway)
 		if opts.Degraded != nil {
 			if err := opts.Degraded(); err != nil {
-				httpx.WriteJSON(w, http.StatusOK, map[string]string{"status": "degraded", "reason": err.Error()})
-				return
+				out.Status, out.Reason = "degraded", err.Error()
 			}
 		}
-		httpx.WriteJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+		httpx.WriteJSON(w, http.StatusOK, out)
 	})
 	metrics := opts.Metrics
 	if metrics == nil {
@@ -317,7 +323,7 @@ func newServer(opts Options) (*server, error) {
 	if mo.Version == "" {
 		mo.Version = opts.Version
 	}
-	if mo.CodeMode == nil && mo.Gateway != nil && runner != nil {
+	if mo.CodeMode == nil && mo.Gateway != nil && runner != nil && opts.MCPCodeMode {
 		mo.CodeMode = runner
 	}
 	mcpFront, err := mcpfront.New(context.Background(), mo)
@@ -345,6 +351,61 @@ func newServer(opts Options) (*server, error) {
 		},
 	}
 	return &server{router: rt, handler: httpx.Recover(log)(perimeter.Wrap(mux))}, nil
+}
+
+// Ready is the answer of /readyz while the daemon serves (200): ready, or
+// degraded (with the reason) while it serves without being able to write
+// its store. Either way the manuals' health is counted, and the failed and
+// degraded manuals are named (at most maxReadyNames of each; the counts
+// are complete): a manual failing does not make the daemon unready.
+type Ready struct {
+	// Status is "ready" or "degraded".
+	Status string `json:"status"`
+	// Reason says why the daemon is degraded.
+	Reason string `json:"reason,omitempty"`
+	// Manuals counts the manuals by health state.
+	Manuals ReadyCounts `json:"manuals"`
+	// FailedManuals and DegradedManuals name the failed and degraded
+	// manuals, sorted.
+	FailedManuals   []string `json:"failed_manuals"`
+	DegradedManuals []string `json:"degraded_manuals"`
+}
+
+// ReadyCounts counts manuals by health state (gateway.HealthCounts).
+type ReadyCounts struct {
+	Total       int `json:"total"`
+	Ready       int `json:"ready"`
+	Discovering int `json:"discovering"`
+	Failed      int `json:"failed"`
+	Degraded    int `json:"degraded"`
+}
+
+// maxReadyNames caps the names /readyz lists of each state.
+const maxReadyNames = 100
+
+func readiness(g *gateway.Gateway) Ready {
+	out := Ready{Status: "ready", FailedManuals: []string{}, DegradedManuals: []string{}}
+	for _, s := range g.Statuses() {
+		c := &out.Manuals
+		c.Total++
+		switch s.Health.State {
+		case gateway.StateReady:
+			c.Ready++
+		case gateway.StateDiscovering:
+			c.Discovering++
+		case gateway.StateFailed:
+			c.Failed++
+			if len(out.FailedManuals) < maxReadyNames {
+				out.FailedManuals = append(out.FailedManuals, s.Name)
+			}
+		case gateway.StateDegraded:
+			c.Degraded++
+			if len(out.DegradedManuals) < maxReadyNames {
+				out.DegradedManuals = append(out.DegradedManuals, s.Name)
+			}
+		}
+	}
+	return out
 }
 
 //go:embed openapi.json

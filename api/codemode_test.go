@@ -15,11 +15,11 @@ import (
 )
 
 // TestCodeModeFronts runs CodeMode through every front that offers it:
-// POST /v1/codemode, the codemode.run tool of the MCP front, and the LLM
-// export and tool-call routes.
+// POST /v1/codemode, the codemode.run tool of the MCP front (asked for
+// with MCPCodeMode), and the LLM export and tool-call routes.
 func TestCodeModeFronts(t *testing.T) {
 	be := serveBackend(t)
-	e := newEnv(t, envOptions{})
+	e := newEnv(t, envOptions{api: Options{MCPCodeMode: true}})
 	e.register(be.manual("demo"), "test")
 	prog := `local r = call_tool("demo.add", {a = 2, b = 3}) print("sum", r.sum) return r.sum * 2`
 
@@ -121,7 +121,7 @@ func TestCodeModeShadowing(t *testing.T) {
 		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprint(w, `{"shadow":true}`)
 	})
-	e := newEnv(t, envOptions{})
+	e := newEnv(t, envOptions{api: Options{MCPCodeMode: true}})
 	e.register(fmt.Sprintf(`{"name":"codemode","call_template_type":"http","url":%q}`, srv.URL+"/utcp"), "test")
 
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
@@ -209,5 +209,41 @@ func TestCodeModeDisabled(t *testing.T) {
 	}
 	if fmt.Sprint(names) != "[demo.add demo.count demo.echo demo.fail demo.sleep]" {
 		t.Errorf("MCP tools %v, want the demo tools only", names)
+	}
+}
+
+// TestCodeModeNotOnMCPUnlessAsked: by default the MCP front lists the
+// tools behind the gateway and not codemode.run, while POST /v1/codemode
+// still runs.
+func TestCodeModeNotOnMCPUnlessAsked(t *testing.T) {
+	be := serveBackend(t)
+	e := newEnv(t, envOptions{})
+	e.register(be.manual("demo"), "test")
+	if r := e.do(req{method: "POST", path: "/v1/codemode", body: `{"code": "return 1"}`}); r.status != http.StatusOK {
+		t.Errorf("POST /v1/codemode: %s", r)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	c := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil)
+	s, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: e.srv.URL + "/mcp", MaxRetries: -1}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var names []string
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		names = names[:0]
+		for tool, err := range s.Tools(ctx, nil) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			names = append(names, tool.Name)
+		}
+		if slices.Contains(names, "demo.add") || time.Now().After(deadline) {
+			break
+		}
+	}
+	if !slices.Contains(names, "demo.add") || slices.Contains(names, "codemode.run") {
+		t.Errorf("MCP tools %v: want the demo tools and no codemode.run", names)
 	}
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/utcpd/utcpd/guard"
 	"github.com/utcpd/utcpd/transports"
 	utcphttp "github.com/utcpd/utcpd/transports/http"
+	utcpmcp "github.com/utcpd/utcpd/transports/mcp"
 	"github.com/utcpd/utcpd/transports/transporttest/fixture"
 	"github.com/utcpd/utcpd/utcp"
 )
@@ -97,8 +98,10 @@ func newEnv(t *testing.T, eo envOptions) *env {
 	e := &env{t: t, reg: prometheus.NewRegistry(), logs: &logBuffer{}, records: make(chan *gateway.CallRecord, 100)}
 	obs := NewObserver(slog.New(slog.NewJSONHandler(e.logs, nil)), e.reg)
 	types := transports.NewRegistry()
-	if err := types.Register(utcphttp.Info); err != nil {
-		t.Fatal(err)
+	for _, info := range []transports.Info{utcphttp.Info, utcpmcp.Info} {
+		if err := types.Register(info); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if eo.streamer != nil {
 		if err := types.Register(eo.streamer.info()); err != nil {

@@ -30,6 +30,7 @@ import (
 //	utcpd_registrations_total{source,op,outcome} counter; op register, replace, refresh, deregister
 //	utcpd_manuals{source}                        gauge, read from the gateway at scrape time
 //	utcpd_tools{source}                          gauge, read from the gateway at scrape time
+//	utcpd_manual_up{manual}                      gauge, 1 while the manual is ready, 0 while discovering, failed or degraded
 //
 // The tool label is the qualified name, or "unresolved" for a name that
 // matched no tool (so unknown names cannot grow the series without bound).
@@ -91,6 +92,8 @@ func NewObserver(log *slog.Logger, reg prometheus.Registerer) *Observer {
 	o.inv = register(reg, &inventory{
 		manuals: prometheus.NewDesc("utcpd_manuals", "Registered manuals by source.", []string{"source"}, nil),
 		tools:   prometheus.NewDesc("utcpd_tools", "Registered tools by the source of their manual.", []string{"source"}, nil),
+		up: prometheus.NewDesc("utcpd_manual_up",
+			"1 while the manual is ready (its tools are what its backend lists now), 0 while it is discovering, failed or degraded.", []string{"manual"}, nil),
 	})
 	return o
 }
@@ -222,13 +225,14 @@ func (o *Observer) CallFinished() { o.inFlight.Dec() }
 // inventory reports the manuals and tools gauges from the gateway at
 // scrape time.
 type inventory struct {
-	gw             atomic.Pointer[gateway.Gateway]
-	manuals, tools *prometheus.Desc
+	gw                 atomic.Pointer[gateway.Gateway]
+	manuals, tools, up *prometheus.Desc
 }
 
 func (c *inventory) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.manuals
 	ch <- c.tools
+	ch <- c.up
 }
 
 func (c *inventory) Collect(ch chan<- prometheus.Metric) {
@@ -241,6 +245,13 @@ func (c *inventory) Collect(ch chan<- prometheus.Metric) {
 	for _, m := range g.Manuals() {
 		manuals[m.Source]++
 		tools[m.Source] += len(m.Tools)
+	}
+	for _, s := range g.Statuses() {
+		up := 0.0
+		if s.Health.State == gateway.StateReady {
+			up = 1
+		}
+		ch <- prometheus.MustNewConstMetric(c.up, prometheus.GaugeValue, up, s.Name)
 	}
 	for source, n := range manuals {
 		ch <- prometheus.MustNewConstMetric(c.manuals, prometheus.GaugeValue, float64(n), source)

@@ -42,6 +42,11 @@ import (
 // DirPollInterval is how often the manuals folder is checked for changes.
 const DirPollInterval = time.Second
 
+// AuditSpillFile is the file in the data dir that keeps the audit records
+// the store could not take at shutdown; the next start writes them first
+// (gateway/audit.WriterOptions.SpillPath).
+const AuditSpillFile = "audit-spill.jsonl"
+
 // Options configure a daemon.
 type Options struct {
 	// Settings are the effective settings.
@@ -114,6 +119,7 @@ type Daemon struct {
 	g        *gateway.Gateway
 	store    registry.Store
 	pg       *postgres.Store // the shared store, nil with SQLite or memory
+	lite     *sqlite.Store   // the SQLite store, nil with PostgreSQL or memory
 	observer *api.Observer
 	guards   *guard.Holder // the gateway's guard; SIGHUP swaps the chain
 	reviews  *review.Queue // the chain's approver
@@ -168,11 +174,11 @@ func (d *Daemon) Run(ctx context.Context) error {
 		log.Warn("no data dir: manuals registered through the admin API are kept in memory only and lost at exit")
 		d.store = memstore.New()
 	default:
-		st, err := sqlite.Open(ctx, s.DataDir)
+		st, err := sqlite.Open(ctx, s.DataDir, sqlite.WithLogger(log.With("component", "store")))
 		if err != nil {
 			return fmt.Errorf("opening the store in %s: %w", s.DataDir, err)
 		}
-		d.store = st
+		d.store, d.lite = st, st
 		log.Info("store opened", "data_dir", s.DataDir)
 	}
 	defer func() {
@@ -187,7 +193,12 @@ func (d *Daemon) Run(ctx context.Context) error {
 	}
 	d.reviews = review.NewQueue(reviewStore, review.Options{Timeout: s.EffectiveReviewTimeout(), DispatchTimeout: s.DefaultTimeout,
 		Retention: s.EffectiveAuditRetention(), Logger: log.With("component", "reviews"), Replica: replica})
-	d.audit = audit.NewWriter(auditStore, audit.WriterOptions{Retention: s.EffectiveAuditRetention(), Logger: log.With("component", "audit")})
+	spill := ""
+	if s.DataDir != "" {
+		spill = filepath.Join(s.DataDir, AuditSpillFile)
+	}
+	d.audit = audit.NewWriter(auditStore, audit.WriterOptions{Retention: s.EffectiveAuditRetention(), SpillPath: spill,
+		MaxRows: s.AuditMaxRows, MaxBytes: s.AuditMaxBytes, Logger: log.With("component", "audit")})
 	defer d.closeAudit()
 	registerAuditMetrics(d.audit)
 	d.guards = guard.NewHolder(NewChain(named, s, d.reviews, s.EffectiveReviewTimeout()))
@@ -247,7 +258,8 @@ func (d *Daemon) Run(ctx context.Context) error {
 		Observer:        obs,
 		Reviews:         d.reviews,
 		Audit:           auditStore,
-		MCP:             mcpfront.Options{AllowedOrigins: s.AllowedOrigins},
+		MCP:             mcpfront.Options{AllowedOrigins: s.AllowedOrigins, NativeNames: s.MCP.NativeNames},
+		MCPCodeMode:     s.MCP.CodeMode,
 		PublicURL:       s.PublicURL,
 		ListenHost:      listenHost(s.Listen),
 		AllowedHosts:    s.AllowedHosts,
@@ -414,20 +426,26 @@ func (d *Daemon) start(ctx context.Context) {
 		return
 	}
 	d.ready.Store(true)
-	log.Info("ready", "manuals", len(d.g.Manuals()), "took", time.Since(t0).Round(time.Millisecond))
+	c := d.g.Counts()
+	log.Info("ready", "manuals", c.Total, "failed", c.Failed, "degraded", c.Degraded, "discovering", c.Discovering,
+		"took", time.Since(t0).Round(time.Millisecond))
 	d.reviews.Start(d.g.DispatchApproved) // approved reviews find their tools now
 	if d.dir != nil {
 		d.dir.Watch(ctx, DirPollInterval, func() func() { d.reloadMu.Lock(); return d.reloadMu.Unlock }, d.vars.Load)
 	}
 }
 
-// degraded is the /readyz note of a started daemon: the shared store's
-// health (nil without one).
+// degraded is the /readyz note of a started daemon: the store's health —
+// the shared store unreachable, or the SQLite store refusing writes (nil
+// with the memory store).
 func (d *Daemon) degraded() error {
-	if d.pg == nil {
-		return nil
+	switch {
+	case d.pg != nil:
+		return d.pg.Health()
+	case d.lite != nil:
+		return d.lite.Health()
 	}
-	return d.pg.Health()
+	return nil
 }
 
 // replicaName names this process among the replicas sharing a store: the

@@ -223,6 +223,7 @@ func (d *Daemon) closeAudit() {
 	ctx, cancel := context.WithTimeout(context.Background(), d.set.ShutdownTimeout)
 	defer cancel()
 	if err := d.audit.Close(ctx); err != nil {
-		d.log.Error("audit records still queued at shutdown are lost", "err", err, "dropped", d.audit.Dropped())
+		d.log.Error("the audit log did not finish writing at shutdown", "err", err, "dropped", d.audit.Dropped(),
+			"failed", d.audit.Failed(), "spilled", d.audit.Spilled())
 	}
 }

@@ -44,9 +44,10 @@ var ReloadableKeys = sectionKeys(reflect.TypeFor[Settings](), "reload")
 // JSON string, a []string an array of strings (each trimmed, empty ones
 // dropped), a time.Duration a positive Go duration ("30s") or number of
 // seconds, an int or int64 a positive integer (gateway:"max=N" bounds
-// it), a json.RawMessage an array kept as written, and codemode.Options
-// the codemode object (codeModeSection; gateway:"off=Field" names the
-// bool field set when it is disabled). gateway:"path" resolves a
+// it), a json.RawMessage an array kept as written, codemode.Options the
+// codemode object (codeModeSection; gateway:"off=Field" names the bool
+// field set when it is disabled), and MCPSection the mcp object
+// (readMCP). gateway:"path" resolves a
 // relative path; invalid:"…" is the message of a value that is not good
 // (else the reader's own).
 func ApplyGateway(s *Settings, cfg *manuals.Config, data []byte, strict bool) (errs, warnings []manuals.Problem) {
@@ -200,6 +201,28 @@ func readCodeMode(v json.RawMessage) (o codemode.Options, off bool, msg string) 
 	return o, !c.Enabled, ""
 }
 
+// readMCP reads the mcp object v (MCPSection). It returns the section
+// and a problem message, "" when v is good: the first bad or unknown key
+// (in key order), or a native name that is not "manual.server".
+func readMCP(v json.RawMessage) (m MCPSection, msg string) {
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(v, &obj) != nil || obj == nil {
+		return m, `must be an object such as {"codemode": true, "native_names": ["manual.server"]}`
+	}
+	if fs := readSection(reflect.ValueOf(&m).Elem(), obj, slices.Sorted(maps.Keys(obj)), false, ""); len(fs) > 0 {
+		if f := fs[0]; f.msg != "" {
+			return m, fmt.Sprintf("mcp.%s %s", f.key, f.msg)
+		}
+		return m, fmt.Sprintf("unknown field %q in mcp (known: %s)", fs[0].key, strings.Join(transports.FieldNames(&m), ", "))
+	}
+	for _, n := range m.NativeNames {
+		if manual, server, ok := strings.Cut(n, "."); !ok || manual == "" || server == "" {
+			return m, fmt.Sprintf("mcp.native_names: %q is not a \"manual.server\" name", n)
+		}
+	}
+	return m, ""
+}
+
 // finding is a key readSection could not use: msg says what is wrong
 // with its value; "" means the key is unknown.
 type finding struct {
@@ -227,6 +250,15 @@ func readSection(dst reflect.Value, obj map[string]json.RawMessage, keys []strin
 		f, ok := fields[key]
 		if !ok {
 			out = append(out, finding{key: key})
+			continue
+		}
+		if f.Type == reflect.TypeFor[MCPSection]() {
+			m, msg := readMCP(v)
+			if msg != "" {
+				out = append(out, finding{key, msg})
+				continue
+			}
+			dst.FieldByIndex(f.Index).Set(reflect.ValueOf(m))
 			continue
 		}
 		if f.Type == reflect.TypeFor[codemode.Options]() {
@@ -289,6 +321,13 @@ func readValue(f reflect.StructField, v json.RawMessage, dir string) (reflect.Va
 		return reflect.ValueOf(b), ""
 	case reflect.Int, reflect.Int64:
 		n := reflect.New(f.Type)
+		if _, zero := tagOption(f, "zero"); zero {
+			// gateway:"zero": 0 is a value of its own (no limit).
+			if json.Unmarshal(v, n.Interface()) != nil || n.Elem().Int() < 0 {
+				return reflect.Value{}, "must be a non-negative integer (0: no limit)"
+			}
+			return n.Elem(), ""
+		}
 		if json.Unmarshal(v, n.Interface()) != nil || n.Elem().Int() <= 0 {
 			return reflect.Value{}, "must be a positive integer"
 		}

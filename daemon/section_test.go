@@ -28,6 +28,7 @@ func TestEveryGatewayKeyReads(t *testing.T) {
 		reflect.TypeFor[int64]():            `7`,
 		reflect.TypeFor[json.RawMessage]():  `[{"kind": "deny_all"}]`,
 		reflect.TypeFor[codemode.Options](): `{"max_timeout": "1m", "enabled": false}`,
+		reflect.TypeFor[MCPSection]():       `{"codemode": true, "native_names": ["m.srv"]}`,
 	}
 	keys := 0
 	for _, f := range reflect.VisibleFields(reflect.TypeFor[Settings]()) {
@@ -63,7 +64,7 @@ func TestEveryGatewayKeyReads(t *testing.T) {
 		}
 
 		bad := `{"` + key + `": {"not": "this"}}`
-		if f.Type == reflect.TypeFor[codemode.Options]() {
+		if f.Type == reflect.TypeFor[codemode.Options]() || f.Type == reflect.TypeFor[MCPSection]() {
 			bad = `{"` + key + `": 5}`
 		}
 		errs, _ = ApplyGateway(&s, &manuals.Config{Path: "c.json", Gateway: json.RawMessage(bad)}, nil, false)

@@ -47,6 +47,11 @@ type Settings struct {
 	GuardTimeout   time.Duration   `json:"guard_timeout" gateway:"reload"`
 	ReviewTimeout  time.Duration   `json:"review_timeout"`
 	AuditRetention time.Duration   `json:"audit_retention"`
+	// AuditMaxRows and AuditMaxBytes bound the audit log besides its age
+	// (gateway.audit_max_rows, gateway.audit_max_bytes: the oldest
+	// records beyond them are deleted); 0 is no limit.
+	AuditMaxRows  int64 `json:"audit_max_rows" gateway:"zero"`
+	AuditMaxBytes int64 `json:"audit_max_bytes" gateway:"zero"`
 
 	// AllowedOrigins are the browser origins every route accepts besides
 	// the daemon's own (gateway.allowed_origins).
@@ -79,11 +84,30 @@ type Settings struct {
 	ReadTimeout    time.Duration `json:"read_timeout" invalid:"must be a positive duration such as \"30s\""`
 	MaxConnections int           `json:"max_connections"`
 
+	// MCP configures the /mcp front (gateway.mcp, read as MCPSection).
+	MCP MCPSection `json:"mcp"`
+
 	// Discovery limits (gateway.max_tools_per_manual,
 	// gateway.max_manual_bytes); 0 keeps the gateway's defaults (20,000
 	// tools, 16 MiB).
 	MaxToolsPerManual int   `json:"max_tools_per_manual" invalid:"must be a positive integer number of tools"`
 	MaxManualBytes    int64 `json:"max_manual_bytes" invalid:"must be a positive integer number of bytes"`
+}
+
+// MCPSection is the gateway section's mcp object, the /mcp front:
+//
+//	"mcp": {"codemode": true, "native_names": ["everything.srv"]}
+//
+// Every key is optional. Its fields are read as Settings' are (see
+// ApplyGateway); an unknown key is an error.
+type MCPSection struct {
+	// CodeMode offers codemode.run on /mcp (off by default, and never
+	// while CodeMode itself is off).
+	CodeMode bool `json:"codemode"`
+	// NativeNames are the MCP servers, each "manual.server", whose tools
+	// /mcp lists exactly as the server names them
+	// (mcpfront.Options.NativeNames).
+	NativeNames []string `json:"native_names"`
 }
 
 // EffectiveReviewTimeout is the review_timeout of s, else the default.

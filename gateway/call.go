@@ -26,6 +26,7 @@ type toolState struct {
 	tmpl        *utcp.CallTemplate // parsed, variables unresolved
 	manualTmpl  *utcp.CallTemplate // the manual's template: allowed protocols
 	hasVars     bool               // tmpl needs substitution per call
+	post        bool               // a post-processor applies to the tool's calls
 	schema      *schema            // argument validator, nil when any object is accepted
 	policy      *netguard.Policy   // set for a tool template from a remote manual (remote.go)
 	resolved    atomic.Pointer[resolvedTemplate]
@@ -109,7 +110,8 @@ func (g *Gateway) call(ctx context.Context, name string, args map[string]any, op
 	if err != nil {
 		return nil, true, g.finish(ctx, &rec, t, nil, fmt.Errorf("%s: %w", p.tool.Name, err))
 	}
-	if len(g.post) > 0 {
+	if p.tool.Ext.(*toolState).post {
+		// The native MCP result no longer says what the result is.
 		res = &utcp.Result{Value: g.postProcess(p.tool, res.Value)}
 	}
 	return res, true, g.finish(ctx, &rec, t, res, nil)
@@ -186,7 +188,7 @@ func (g *Gateway) CallToolStreaming(ctx context.Context, name string, args map[s
 		var res *utcp.Result
 		res, err = p.tr.CallTool(ctx, &p.call)
 		if err == nil {
-			stream = transports.SingleEvent(&utcp.Event{Data: res.Value})
+			stream = transports.SingleEvent(&utcp.Event{Data: res.Value, MCP: res.MCP})
 		}
 	}
 	if err != nil {
@@ -338,7 +340,8 @@ func auditRecord(rec *CallRecord) audit.Record {
 	return r
 }
 
-// gatewayStream applies post-processing to each event, records the call
+// gatewayStream applies post-processing to each event (dropping its
+// native MCP result, which no longer says what the event holds), records the call
 // when the stream ends, and releases the manual when closed.
 type gatewayStream struct {
 	g      *Gateway
@@ -361,7 +364,7 @@ func (s *gatewayStream) Recv() (*utcp.Event, error) {
 		s.end(err)
 		return nil, err
 	}
-	if len(s.g.post) > 0 {
+	if s.p.tool.Ext.(*toolState).post {
 		ev = &utcp.Event{Type: ev.Type, ID: ev.ID, Data: s.g.postProcess(s.p.tool, ev.Data)}
 	}
 	return ev, nil

@@ -90,7 +90,8 @@ func (g *Gateway) ApplyStored(ctx context.Context, name string) error {
 			return nil
 		}
 	}
-	opts := RegisterOptions{Source: rec.Source, Manual: rec.Manual, Registered: rec.Registered, Replace: true, NoPersist: true, stored: rec}
+	opts := RegisterOptions{Source: rec.Source, Manual: rec.Manual, Registered: rec.Registered, Replace: true, NoPersist: true, stored: rec,
+		KeepFailed: true}
 	if _, err := g.RegisterManual(ctx, rec.Template, opts); err != nil {
 		if errors.Is(err, errStale) {
 			return nil
@@ -116,6 +117,9 @@ func (g *Gateway) removeStored(ctx context.Context, name string) error {
 		return nil
 	}
 	old, err := g.reg.Remove(name)
+	if err == nil {
+		g.forget(name)
+	}
 	g.regLock.Unlock()
 	if err != nil {
 		return nil // removed meanwhile

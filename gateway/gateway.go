@@ -6,6 +6,12 @@
 // apply whichever front a call arrives through. A Gateway is safe for
 // concurrent use; registering or removing a manual never blocks calls in
 // flight.
+//
+// Every manual has a health (Health, Statuses): ready, discovering, failed
+// or degraded, with its last error and next retry. A registration with
+// RegisterOptions.KeepFailed that fails is kept as a failed manual, and
+// failed and degraded manuals are retried in the background with a capped
+// exponential backoff (Options.Retry) until Close.
 package gateway
 
 import (
@@ -77,6 +83,9 @@ type Options struct {
 	// 0 means transports.DefaultMaxManualBytes, < 0 no cap beyond each
 	// transport's own.
 	MaxManualBytes int64
+	// Retry tunes the background retries of failed and degraded manuals
+	// (health.go); the zero value retries with DefaultBackoff.
+	Retry RetryOptions
 }
 
 // CallRecord describes one finished call, for metrics and audit.
@@ -134,6 +143,7 @@ type Gateway struct {
 	regLock    sync.Mutex // serialises name checks and registry updates
 	watch      watchers   // Subscribe's functions (watch.go)
 	followOnce sync.Once  // Restore starts following the store once (follow.go)
+	health     healthTable
 }
 
 // New returns a Gateway. It fails when opts.Transports is nil.
@@ -178,10 +188,12 @@ func New(opts Options) (*Gateway, error) {
 func (g *Gateway) Registry() *registry.Registry { return g.reg }
 
 // SetVariables replaces the variable resolver (on config reload). Tool
-// templates are substituted again on their next call.
+// templates are substituted again on their next call, and the failed
+// manuals whose last failure was variable_not_found are retried at once.
 func (g *Gateway) SetVariables(r *manuals.Resolver) {
 	g.vars.Store(r)
 	g.varsGen.Add(1)
+	g.retryVariables()
 }
 
 // transport returns the shared Transport of type typ, wrapped by

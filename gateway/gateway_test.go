@@ -1,6 +1,7 @@
 package gateway_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -510,5 +511,76 @@ func TestToolsChangedRefreshes(t *testing.T) {
 	}
 	if _, err := g.CallTool(t.Context(), "m.demo.echo_again", map[string]any{"x": "y"}, gateway.CallOptions{}); err != nil {
 		t.Errorf("calling the new tool: %v", err)
+	}
+}
+
+// An MCP tool's result keeps the server's native result (Result.MCP) for
+// the MCP front, in a call and on the stream's result event, unless a
+// post-processor applies to the tool: the value is then post-processed,
+// the native result dropped, and the listed output schema is the
+// post-processed one.
+func TestNativeResultAndPostProcessing(t *testing.T) {
+	srv := mcpserver.New(fixture.New(), mcpserver.Options{})
+	hs := httptest.NewServer(srv.Handler(mcpserver.HTTPOptions{}))
+	t.Cleanup(hs.Close)
+	pp := &manuals.FilterDict{ExcludeKeys: []string{"sum"}, ToolFilter: manuals.ToolFilter{OnlyIncludeTools: []string{"m.demo.add"}}}
+	g := newGateway(t, gateway.Options{PostProcessors: []manuals.PostProcessor{pp}})
+	register(t, g, json.RawMessage(fmt.Sprintf(`{"name":"m","call_template_type":"mcp","config":{"mcpServers":{"demo":{"url":%q}}}}`, hs.URL)))
+
+	res, err := g.CallTool(t.Context(), "m.demo.content_types", nil, gateway.CallOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var native struct {
+		Content []struct {
+			Type string `json:"type"`
+		} `json:"content"`
+	}
+	if err := json.Unmarshal(res.MCP, &native); err != nil || len(native.Content) != 6 || native.Content[1].Type != "image" {
+		t.Errorf("Result.MCP = %s (%v); want the server's six blocks", res.MCP, err)
+	}
+	stream, err := g.CallToolStreaming(t.Context(), "m.demo.content_types", nil, gateway.CallOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var last *utcp.Event
+	for {
+		ev, err := stream.Recv()
+		if err != nil {
+			if !errors.Is(err, io.EOF) {
+				t.Fatal(err)
+			}
+			break
+		}
+		last = ev
+	}
+	stream.Close()
+	if last == nil || !bytes.Equal(last.MCP, res.MCP) {
+		t.Errorf("the stream's result event has MCP %s, want the call's", last.MCP)
+	}
+
+	res, err = g.CallTool(t.Context(), "m.demo.add", map[string]any{"a": 1, "b": 2}, gateway.CallOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.MCP != nil {
+		t.Errorf("a post-processed result kept its native MCP result %s", res.MCP)
+	}
+	if v, ok := res.Value.(map[string]any); !ok || v["sum"] != nil {
+		t.Errorf("post-processed value = %#v, want sum removed", res.Value)
+	}
+	add, err := g.Tool("m.demo.add")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(add.Outputs), "sum") {
+		t.Errorf("listed outputs of the post-processed tool still name sum: %s", add.Outputs)
+	}
+	echo, err := g.Tool("m.demo.sleep")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(echo.Outputs), "slept_ms") {
+		t.Errorf("a tool no post-processor applies to lost its outputs: %s", echo.Outputs)
 	}
 }

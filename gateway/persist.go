@@ -12,12 +12,35 @@ import (
 // RefreshManual discovers a registered manual again from its template and
 // replaces it atomically (calls in flight finish on the old one). It keeps
 // the manual's source and registration time, and updates the stored copy.
+// A failed manual is retried at once; a manual whose replacement failed
+// (degraded, RegisterOptions.KeepFailed) is tried with the template that
+// replacement wanted. A failure leaves the registered version serving,
+// degraded (or the manual failed), with its background retry
+// rescheduled.
 func (g *Gateway) RefreshManual(ctx context.Context, name string) (*RegisterResult, error) {
+	return g.refresh(ctx, name, 0)
+}
+
+// refresh is RefreshManual; a background retry passes the generation of
+// the manual's health record it was scheduled for (0: none to check).
+func (g *Gateway) refresh(ctx context.Context, name string, gen uint64) (*RegisterResult, error) {
 	m, ok := g.reg.Manual(name)
 	if !ok {
 		return nil, utcp.NewError(utcp.CodeManualNotFound, "manual %q is not registered", name).WithDetail("manual", name)
 	}
-	return g.RegisterManual(ctx, m.Template.Raw, RegisterOptions{Source: m.Source, Replace: true, Registered: m.Registered, expect: m})
+	raw := m.Template.Raw
+	t := &g.health
+	t.mu.Lock()
+	h := t.m[name]
+	if h != nil && h.wanted != nil {
+		raw = h.wanted
+	}
+	stale := gen != 0 && (h == nil || h.gen != gen)
+	t.mu.Unlock()
+	if stale {
+		return nil, errOvertaken
+	}
+	return g.RegisterManual(ctx, raw, RegisterOptions{Source: m.Source, Replace: true, Registered: m.Registered, expect: m, gen: gen, checkGen: gen != 0})
 }
 
 // Restore registers every manual in the store from its stored copy,
@@ -64,7 +87,8 @@ func (g *Gateway) Restore(ctx context.Context, rediscover bool) (int, []*Registe
 		wg.Go(func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			opts := RegisterOptions{Source: rec.Source, Manual: rec.Manual, Registered: rec.Registered, NoPersist: true}
+			opts := RegisterOptions{Source: rec.Source, Manual: rec.Manual, Registered: rec.Registered, NoPersist: true,
+				KeepFailed: true, rediscover: rediscover}
 			if rec.Manual == nil {
 				opts.Manual = &utcp.Manual{UTCPVersion: utcp.Version}
 			}
@@ -87,7 +111,8 @@ func (g *Gateway) Restore(ctx context.Context, rediscover bool) (int, []*Registe
 }
 
 // rediscover refreshes the named manuals, a few at a time. A failure keeps
-// the stored copy serving and is logged.
+// the stored copy serving (the manual is degraded and retried in the
+// background) and is logged.
 func (g *Gateway) rediscover(ctx context.Context, names []string) {
 	sem := make(chan struct{}, 4)
 	var wg sync.WaitGroup
@@ -98,7 +123,8 @@ func (g *Gateway) rediscover(ctx context.Context, names []string) {
 			cctx, cancel := context.WithTimeout(ctx, time.Minute)
 			defer cancel()
 			if _, err := g.RefreshManual(cctx, name); err != nil {
-				g.log.Warn("rediscovering manual; the stored copy keeps serving", "manual", name, "err", err)
+				g.log.Warn("rediscovering manual failed; the stored copy keeps serving", "manual", name,
+					"code", utcp.CodeOf(err), "err", FailureMessage(name, err))
 			}
 		})
 	}

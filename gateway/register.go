@@ -31,6 +31,12 @@ type RegisterOptions struct {
 	Registered time.Time
 	// NoPersist skips writing the manual to the store (it came from it).
 	NoPersist bool
+	// KeepFailed keeps what a failed registration leaves (health.go): a
+	// name not registered becomes a failed manual (no tools; listed,
+	// retried in the background, removable like any other), and a
+	// registered manual that this replaces keeps serving, degraded, while
+	// the new template is retried. The error is returned all the same.
+	KeepFailed bool
 
 	// expect, set by RefreshManual, is the entry being refreshed: the
 	// refresh applies only while that entry is still the registered one,
@@ -41,6 +47,14 @@ type RegisterOptions struct {
 	// still holds that record and the name is not taken by a manual of
 	// another source, and the entry keeps the record's times.
 	stored *registry.Record
+	// rediscover, set by Restore, marks tools from Manual (a stored copy)
+	// whose rediscovery is pending: the manual is discovering until then.
+	rediscover bool
+	// gen, when checkGen is set (a background retry), is the health
+	// record's generation the attempt was scheduled for: it applies only
+	// while that is still current.
+	gen      uint64
+	checkGen bool
 }
 
 // RegisterResult reports one registration.
@@ -69,6 +83,9 @@ type manualState struct {
 	// calls counts the calls in flight through this manual;
 	// deregistration waits for them (inflight.go).
 	calls inflight
+	// placeholder marks a failed manual (health.go): no tools, no
+	// transport registration (tr is nil).
+	placeholder bool
 }
 
 // RegisterManual registers the manual that one manual call template (v1.1
@@ -76,7 +93,21 @@ type manualState struct {
 // its variables, discovers the manual through the template's transport,
 // drops the tools that allowed_communication_protocols refuses, and adds
 // the rest to the registry as "manual.tool".
+//
+// The outcome is recorded in the manual's health (Health, Statuses): a
+// success makes it ready; a failure with opts.KeepFailed keeps a failed
+// manual, or the registered version degraded, and schedules a background
+// retry (health.go).
 func (g *Gateway) RegisterManual(ctx context.Context, raw json.RawMessage, opts RegisterOptions) (*RegisterResult, error) {
+	name, typ := headOf(raw)
+	st := g.begin(name, opts.Source, typ)
+	res, err := g.register(ctx, raw, opts)
+	g.settle(name, raw, opts, st, err)
+	return res, err
+}
+
+// register is RegisterManual without the health bookkeeping.
+func (g *Gateway) register(ctx context.Context, raw json.RawMessage, opts RegisterOptions) (*RegisterResult, error) {
 	raw, warns, err := manuals.NormalizeTemplate(raw)
 	if err != nil {
 		return nil, asCode(err, utcp.CodeInvalidTemplate)
@@ -106,7 +137,9 @@ func (g *Gateway) RegisterManual(ctx context.Context, raw json.RawMessage, opts 
 			return nil, manualExists(name)
 		}
 	}
-	resolved, err := g.resolve(&tmpl, name)
+	// The checks config validate runs too (manuals.ResolveTemplate):
+	// variables, then the transport's own before any network I/O.
+	resolved, err := manuals.ResolveTemplate(g.types, &tmpl, name, g.vars.Load())
 	if err != nil {
 		return nil, err
 	}
@@ -159,6 +192,13 @@ func (g *Gateway) RegisterManual(ctx context.Context, raw json.RawMessage, opts 
 		entry.Tools = append(entry.Tools, tool)
 		res.Tools = append(res.Tools, tool.Name)
 	}
+	if len(entry.Tools) == 0 {
+		if len(m.Tools) == 0 {
+			res.Warnings = append(res.Warnings, fmt.Sprintf("manual %q lists no tools: it is registered with none", name))
+		} else {
+			res.Warnings = append(res.Warnings, fmt.Sprintf("manual %q is registered with no tools: all %d of its tools were dropped", name, len(m.Tools)))
+		}
+	}
 	res.Manual = m
 
 	g.regLock.Lock()
@@ -166,7 +206,14 @@ func (g *Gateway) RegisterManual(ctx context.Context, raw json.RawMessage, opts 
 	if opts.expect != nil && prev != opts.expect {
 		g.regLock.Unlock()
 		state.release(ctx)
-		return nil, utcp.NewError(utcp.CodeManualNotFound, "manual %q was removed or replaced while it was being refreshed", name).WithDetail("manual", name)
+		e := utcp.NewError(utcp.CodeManualNotFound, "manual %q was removed or replaced while it was being refreshed", name).WithDetail("manual", name)
+		e.Err = errOvertaken
+		return nil, e
+	}
+	if opts.checkGen && g.healthGen(name) != opts.gen {
+		g.regLock.Unlock()
+		state.release(ctx)
+		return nil, errOvertaken
 	}
 	if exists && !opts.Replace {
 		g.regLock.Unlock()
@@ -200,6 +247,9 @@ func (g *Gateway) RegisterManual(ctx context.Context, raw json.RawMessage, opts 
 		old, err = g.reg.Replace(entry)
 	} else {
 		err = g.reg.Add(entry)
+	}
+	if err == nil {
+		g.committed(entry, !discovered, opts.rediscover)
 	}
 	g.regLock.Unlock()
 	if err != nil {
@@ -247,11 +297,17 @@ func (g *Gateway) prepareTool(manual string, mtmpl *utcp.CallTemplate, def *utcp
 	d := *def
 	d.Name = qualified
 	d.ToolCallTemplate = tmpl
+	post := manuals.PostProcessorsApply(g.post, qualified, manual)
+	if post {
+		// The listed output schema describes the post-processed result.
+		d.Outputs = manuals.ProcessedSchema(g.post, qualified, manual, def.Outputs)
+	}
 	ts := &toolState{
 		backendName: def.Name,
 		tmpl:        tmpl,
 		manualTmpl:  mtmpl,
 		hasVars:     manuals.HasVariables(tmpl.Raw),
+		post:        post,
 		schema:      newSchema(def.Inputs),
 	}
 	return &registry.Tool{Name: qualified, Manual: manual, Def: &d, Ext: ts}, nameWarn
@@ -290,6 +346,9 @@ func (g *Gateway) DeregisterManual(ctx context.Context, name string) error {
 		}
 	}
 	old, err := g.reg.Remove(name)
+	if err == nil {
+		g.forget(name)
+	}
 	g.regLock.Unlock()
 	if err != nil {
 		return err
@@ -312,7 +371,7 @@ func (st *manualState) release(ctx context.Context) {
 // waited for) since closing the transport releases every manual's state.
 func (g *Gateway) retire(old *registry.Manual) {
 	st, ok := old.Ext.(*manualState)
-	if !ok {
+	if !ok || st.placeholder {
 		return
 	}
 	g.goBackground(func() {
@@ -464,9 +523,25 @@ func setField(raw json.RawMessage, key string, value any) json.RawMessage {
 }
 
 func nameOf(raw json.RawMessage) string {
+	name, _ := headOf(raw)
+	return name
+}
+
+// headOf returns the sanitised name and the call_template_type (or a
+// legacy provider_type) of a raw template, "" for what it lacks.
+func headOf(raw json.RawMessage) (name, typ string) {
 	var head struct {
-		Name string `json:"name"`
+		Name       string `json:"name"`
+		Type       string `json:"call_template_type"`
+		LegacyType string `json:"provider_type"`
 	}
 	_ = json.Unmarshal(raw, &head)
-	return utcp.SanitizeName(head.Name)
+	typ = head.Type
+	if typ == "" {
+		typ = head.LegacyType
+	}
+	if head.Name == "" {
+		return "", typ
+	}
+	return utcp.SanitizeName(head.Name), typ
 }

@@ -61,6 +61,11 @@ type Config struct {
 	Gateway json.RawMessage
 	// Warnings are the non-fatal findings, in document order.
 	Warnings []Warning
+	// Rejected are the manual call templates CheckConfig found unusable
+	// as written, in document order, each with its problems; they are not
+	// in ManualCallTemplates. ParseConfig, which fails on any error, never
+	// sets it.
+	Rejected []Rejected
 
 	// docs maps each file read to its line index, for Validate.
 	docs map[string]*document
@@ -86,6 +91,30 @@ type Template struct {
 	// Location is File, Line and Path formatted for messages:
 	// "utcpd.json:12: manual_call_templates[2]".
 	Location string
+}
+
+// Rejected is a manual call template that its transport cannot use as
+// written: an unknown call_template_type, a required field missing, a
+// value the transport refuses. Template is as in ManualCallTemplates.
+type Rejected struct {
+	Template
+	// Problems are the template's errors, each with Manual set to Name;
+	// never empty.
+	Problems []Problem
+}
+
+// Err returns the rejection as one *utcp.Error: the code of the first
+// problem, a one-line message joining every problem with "; ", and each
+// problem in Details["problems"] (ProblemsOf reads them).
+func (r *Rejected) Err() error {
+	if len(r.Problems) == 0 {
+		return nil
+	}
+	msgs := make([]string, len(r.Problems))
+	for i, p := range r.Problems {
+		msgs[i] = p.String()
+	}
+	return (&utcp.Error{Code: r.Problems[0].Code, Message: strings.Join(msgs, "; ")}).WithDetail("problems", r.Problems)
 }
 
 // Loader is one entry of load_variables_from.
@@ -172,6 +201,22 @@ func LoadConfig(path string, opts Options) (*Config, error) {
 // is reported at once: ProblemsOf(err) lists them, and each is in the
 // error chain. No Config is returned with an error.
 func ParseConfig(path string, data []byte, opts Options) (*Config, error) {
+	c, ok := parseConfig(path, data, opts, false)
+	if !ok {
+		if c.docErr != nil {
+			return nil, c.docErr
+		}
+		return nil, problemsError(c.errs)
+	}
+	return c.finish()
+}
+
+// parseConfig parses a configuration into a configParser; ok is false
+// when the document itself could not be read (c.errs says why). collect
+// selects CheckConfig's mode: templates that cannot be used are set aside
+// in Rejected, every template is parsed with opts.Parser, and nothing
+// stops at an error.
+func parseConfig(path string, data []byte, opts Options, collect bool) (c *configParser, ok bool) {
 	cfg := &Config{
 		Path:           path,
 		Variables:      map[string]string{},
@@ -179,18 +224,21 @@ func ParseConfig(path string, data []byte, opts Options) (*Config, error) {
 		SearchStrategy: SearchStrategy{Type: DefaultSearchStrategyType, TagWeight: DefaultTagWeight, DescriptionWeight: DefaultDescriptionWeight},
 		docs:           map[string]*document{},
 	}
+	c = &configParser{opts: opts, cfg: cfg, collect: collect}
 	if path != "" {
 		dir, err := filepath.Abs(filepath.Dir(path))
 		if err != nil {
-			return nil, utcp.Errorf(utcp.CodeInvalidConfig, "%s: %w", path, err)
+			c.errs = append(c.errs, Problem{Severity: SeverityError, Code: utcp.CodeInvalidConfig, File: path, Message: err.Error()})
+			return c, false
 		}
 		cfg.Dir = dir
 	}
 	doc, err := loadDocument(path, data, utcp.CodeInvalidConfig, isYAMLName(path), true)
 	if err != nil {
-		return nil, err
+		c.errs = append(c.errs, documentProblem(err))
+		c.docErr = err
+		return c, false
 	}
-	c := &configParser{opts: opts, cfg: cfg}
 	src := c.source(path, cfg.Dir, doc)
 	var raws []rawTemplate
 	switch firstByte(doc.json) {
@@ -203,7 +251,14 @@ func ParseConfig(path string, data []byte, opts Options) (*Config, error) {
 		c.fail(src, utcp.CodeInvalidConfig, "", "a configuration must be a JSON object or an array of providers, got %s", jsonKind(doc.json))
 	}
 	c.templates(raws)
-	return c.finish()
+	return c, true
+}
+
+// documentProblem is the problem of a document that cannot be decoded
+// (err from loadDocument, whose message names the file, line and column
+// already: File and Line stay empty).
+func documentProblem(err error) Problem {
+	return Problem{Severity: SeverityError, Code: utcp.CodeOf(err), Message: err.Error()}
 }
 
 func (o Options) readFile(name string) ([]byte, error) {
@@ -247,6 +302,10 @@ type configParser struct {
 	opts Options
 	cfg  *Config
 	errs []Problem
+	// collect is CheckConfig's mode (see parseConfig).
+	collect bool
+	// docErr is loadDocument's error when the document is unreadable.
+	docErr error
 }
 
 func (c *configParser) source(file, dir string, doc *document) *source {
@@ -623,38 +682,49 @@ func (c *configParser) postProcessing(src *source, raw []byte) {
 // prepared is a template on its way into Config.ManualCallTemplates.
 type prepared struct {
 	rt      rawTemplate
+	idx     int // position among the templates, for generated names
 	o       *object
 	typ     string
 	name    string // as written; "" when missing
 	changed bool
 	final   string
+	// errs are the errors of the template's transport (collect mode):
+	// the template is rejected.
+	errs []Problem
 }
 
 // templates normalises every template, checks its fields, and gives
-// each a unique name.
+// each a unique name. In collect mode a template its transport refuses
+// goes to Rejected instead of ManualCallTemplates.
 func (c *configParser) templates(raws []rawTemplate) {
 	var ps []*prepared
-	for _, rt := range raws {
+	for i, rt := range raws {
+		p := &prepared{rt: rt, idx: i}
 		o, ok := c.object(rt.src, rt.raw, rt.path, "a call template")
 		if !ok {
 			continue
 		}
-		p := &prepared{rt: rt, o: o}
+		p.o = o
 		ws, issues, changed := prepareObject(o, rt.src.dir)
 		p.changed = changed
 		for _, w := range ws {
 			w.Path = joinPath(rt.path, w.Path)
 			c.addWarning(rt.src, w)
 		}
-		if len(issues) > 0 {
-			for _, is := range issues {
-				c.fail(rt.src, utcp.CodeInvalidConfig, joinPath(rt.path, is.path), "%s", is.msg)
-			}
-			continue
-		}
 		p.typ, _ = decodeString(mustGet(o, "call_template_type"))
 		if v, ok := o.get("name"); ok {
 			p.name, _ = decodeString(v)
+		}
+		if len(issues) > 0 {
+			for _, is := range issues {
+				c.failSuggest(rt.src, utcp.CodeInvalidConfig, joinPath(rt.path, is.path), is.suggestion, "%s", is.msg)
+			}
+			if is := issues[0]; is.guess != nil {
+				// A misspelled call_template_type key: the rest of the
+				// template is checked as if it were spelled right.
+				c.errs = append(c.errs, c.guessProblems(rt, is.guess)...)
+			}
+			continue
 		}
 		c.unknownTemplateFields(rt, o, p.typ)
 		ps = append(ps, p)
@@ -679,14 +749,14 @@ func (c *configParser) templates(raws []rawTemplate) {
 			c.warn(p.rt.src, WarnNotice, joinKey(p.rt.path, "name"), "", "manual name %q sanitised to %q", p.name, p.final)
 		}
 	}
-	for i, p := range ps {
+	for _, p := range ps {
 		if p.name != "" {
 			continue
 		}
 		base := utcp.SanitizeName(p.typ)
-		cand := fmt.Sprintf("%s_%d", base, i+1)
+		cand := fmt.Sprintf("%s_%d", base, p.idx+1)
 		for n := 2; taken[cand] != nil; n++ {
-			cand = fmt.Sprintf("%s_%d_%d", base, i+1, n)
+			cand = fmt.Sprintf("%s_%d_%d", base, p.idx+1, n)
 		}
 		p.final = cand
 		taken[cand] = p
@@ -711,12 +781,100 @@ func (c *configParser) templates(raws []rawTemplate) {
 			raw = b.Bytes()
 		}
 		line := p.rt.src.doc.line(p.rt.path)
-		c.cfg.ManualCallTemplates = append(c.cfg.ManualCallTemplates, Template{
+		t := Template{
 			Raw: raw, Name: p.final, Type: p.typ,
 			File: p.rt.src.file, Line: line, Path: p.rt.path,
 			Location: formatLocation(p.rt.src.file, line, p.rt.path),
-		})
+		}
+		if c.collect && p.errs == nil {
+			p.errs = c.parseTemplate(t)
+		}
+		if p.errs != nil {
+			c.reject(t, p.errs)
+			continue
+		}
+		c.cfg.ManualCallTemplates = append(c.cfg.ManualCallTemplates, t)
 	}
+}
+
+// reject sets t aside with its errors (collect mode).
+func (c *configParser) reject(t Template, errs []Problem) {
+	for i := range errs {
+		errs[i].Manual = t.Name
+	}
+	c.cfg.Rejected = append(c.cfg.Rejected, Rejected{Template: t, Problems: errs})
+}
+
+// parseTemplate parses t with the parser (collect mode) as Validate
+// does: a template the parser refuses is an error, with a "did you mean"
+// for an unknown call_template_type (and, when one is close, the rest of
+// the template checked as that type); an unknown allowed protocol is a
+// warning.
+func (c *configParser) parseTemplate(t Template) []Problem {
+	p := c.opts.Parser
+	if p == nil {
+		return nil
+	}
+	ct, err := p.ParseTemplate(t.Raw)
+	if err != nil {
+		pr := Problem{Severity: SeverityError, Code: utcp.CodeOf(err), File: t.File, Line: t.Line, Path: t.Path,
+			Message: fmt.Sprintf("manual %s: %v", t.Name, err)}
+		out := []Problem{pr}
+		if types := parserTypes(p); types != nil && !slices.Contains(types, t.Type) {
+			out[0].Path = joinKey(t.Path, "call_template_type")
+			out[0].Line = c.cfg.line(t.File, out[0].Path)
+			if typ := suggest(t.Type, types); typ != "" {
+				out[0].Suggestion = typ
+				o, _ := parseObject(t.Raw)
+				o.set("call_template_type", appendJSONString(nil, typ))
+				out = append(out, c.guessProblems(rawTemplate{src: &source{file: t.File, doc: c.cfg.docs[t.File]}, path: t.Path}, o)...)
+			}
+		}
+		return out
+	}
+	if types := parserTypes(p); types != nil {
+		for i, proto := range ct.AllowedCommunicationProtocols {
+			if !slices.Contains(types, proto) {
+				path := joinIndex(joinKey(t.Path, "allowed_communication_protocols"), i)
+				c.cfg.Warnings = append(c.cfg.Warnings, Warning{Kind: WarnUnknownValue, File: t.File, Line: c.cfg.line(t.File, path), Path: path,
+					Message:    fmt.Sprintf("unknown call_template_type %q in allowed_communication_protocols (known: %s)", proto, strings.Join(types, ", ")),
+					Suggestion: suggest(proto, types)})
+			}
+		}
+	}
+	return nil
+}
+
+// guessProblems checks the template o (a copy of rt's, its type
+// corrected as a "did you mean" suggests) with the parser, so that a
+// misspelled type does not hide the template's other problems: the
+// parser's refusal is returned as an error of the rejected template, the
+// unknown fields are warnings as in any template.
+func (c *configParser) guessProblems(rt rawTemplate, o *object) []Problem {
+	p := c.opts.Parser
+	if p == nil || !c.collect {
+		return nil
+	}
+	typ, _ := decodeString(mustGet(o, "call_template_type"))
+	ct, err := p.ParseTemplate(o.encode())
+	line := rt.src.doc.line(rt.path)
+	if err != nil {
+		return []Problem{{Severity: SeverityError, Code: utcp.CodeOf(err), File: rt.src.file, Line: line, Path: rt.path,
+			Message: fmt.Sprintf("read as call_template_type %q, the template still fails: %v", typ, err)}}
+	}
+	known := parserFields(p, typ)
+	for _, k := range ct.Unknown {
+		c.warn(rt.src, WarnUnknownField, joinKey(rt.path, k), suggest(k, known), "unknown field %q for call_template_type %q ignored", k, typ)
+	}
+	return nil
+}
+
+// parserTypes returns the types p knows when it is a TypeLister, else nil.
+func parserTypes(p TemplateParser) []string {
+	if tl, ok := p.(TypeLister); ok {
+		return tl.Types()
+	}
+	return nil
 }
 
 func mustGet(o *object, key string) json.RawMessage {
@@ -746,8 +904,12 @@ func (c *configParser) unknownTemplateFields(rt rawTemplate, o *object, typ stri
 
 // issue is a problem with one field of a template, relative to it.
 type issue struct {
-	path string
-	msg  string
+	path       string
+	msg        string
+	suggestion string
+	// guess, for a misspelled call_template_type key, is the template
+	// with the key spelled right.
+	guess *object
 }
 
 // prepareObject normalises a template object in place, checks its type
@@ -758,9 +920,9 @@ func prepareObject(o *object, dir string) (ws []Warning, issues []issue, changed
 	v, ok := o.get("call_template_type")
 	switch typ, isString := decodeString(v); {
 	case !ok || isNull(v):
-		issues = append(issues, issue{"call_template_type", "a call template needs call_template_type"})
+		issues = append(issues, missingType(o))
 	case !isString || typ == "":
-		issues = append(issues, issue{"call_template_type", fmt.Sprintf("must be a non-empty string, got %s", jsonKind(v))})
+		issues = append(issues, issue{path: "call_template_type", msg: fmt.Sprintf("must be a non-empty string, got %s", jsonKind(v))})
 	case typ == "file":
 		fp, isString := decodeString(mustGet(o, "file_path"))
 		if isString && fp != "" && dir != "" && !filepath.IsAbs(fp) && !strings.HasPrefix(fp, "$") {
@@ -772,10 +934,42 @@ func prepareObject(o *object, dir string) (ws []Warning, issues []issue, changed
 	}
 	if v, ok := o.get("name"); ok && !isNull(v) {
 		if _, isString := decodeString(v); !isString {
-			issues = append(issues, issue{"name", fmt.Sprintf("must be a string, got %s", jsonKind(v))})
+			issues = append(issues, issue{path: "name", msg: fmt.Sprintf("must be a string, got %s", jsonKind(v))})
 		}
 	}
 	return ws, issues, changed
+}
+
+// missingType is the issue of a template without call_template_type: a
+// key close to it (or to a legacy name of it) is named as the likely
+// misspelling, with the template as it would read spelled right.
+func missingType(o *object) issue {
+	is := issue{path: "call_template_type", msg: "a call template needs call_template_type"}
+	names := append([]string{"call_template_type"}, legacyTypeKeys...)
+	for _, k := range o.keys() {
+		if slices.Contains(names, k) {
+			continue
+		}
+		near := utcp.Closest(k, names, 1)
+		if len(near) == 0 || near[0] == "type" || near[0] == "transport" {
+			continue // short names are close to too much
+		}
+		is.path = k
+		is.msg = fmt.Sprintf("a call template needs call_template_type; %q is not a field", k)
+		is.suggestion = "call_template_type"
+		if v, _ := o.get(k); !isNull(v) {
+			g, err := parseObject(o.encode())
+			if err == nil {
+				g.rename(k, "call_template_type")
+				normalizeTemplate(g)
+				if typ, ok := decodeString(mustGet(g, "call_template_type")); ok && typ != "" {
+					is.guess = g
+				}
+			}
+		}
+		break
+	}
+	return is
 }
 
 // PrepareTemplate readies one manual call template that does not come
@@ -797,12 +991,12 @@ func PrepareTemplate(raw json.RawMessage, baseDir string) (Template, []Warning, 
 	ws, issues, changed := prepareObject(o, baseDir)
 	name, _ := decodeString(mustGet(o, "name"))
 	if len(issues) == 0 && name == "" {
-		issues = append(issues, issue{"name", "a manual call template needs a non-empty name"})
+		issues = append(issues, issue{path: "name", msg: "a manual call template needs a non-empty name"})
 	}
 	if len(issues) > 0 {
 		msgs := make([]string, len(issues))
 		for i, is := range issues {
-			msgs[i] = is.path + ": " + is.msg
+			msgs[i] = formatFinding("", 0, is.path, is.msg, is.suggestion)
 		}
 		return Template{}, ws, utcp.NewError(utcp.CodeInvalidTemplate, "%s", strings.Join(msgs, "; ")).WithDetail("path", issues[0].path)
 	}

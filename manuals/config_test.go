@@ -3,8 +3,10 @@ package manuals
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -541,10 +543,14 @@ func TestLoadConfig(t *testing.T) {
 	}
 }
 
+// TestPublicRegistry loads the public UTCP registry (testdata, see its
+// README): 240 legacy v0.1 providers load with no error, their ordinary
+// v0.1 field metadata draws no warning, and CheckConfig's warnings,
+// summarised, are a handful of lines.
 func TestPublicRegistry(t *testing.T) {
-	const path = "/work/shared/data/utcp-public-registry-v0.1.json"
-	if _, err := os.Stat(path); err != nil {
-		t.Skipf("public registry not available: %v", err)
+	path, err := filepath.Abs(filepath.Join("testdata", "utcp-public-registry-v0.1.json"))
+	if err != nil {
+		t.Fatal(err)
 	}
 	cfg, err := LoadConfig(path, Options{Parser: fakeParser{}})
 	if err != nil {
@@ -560,8 +566,10 @@ func TestPublicRegistry(t *testing.T) {
 		if err := json.Unmarshal(mt.Raw, &m); err != nil {
 			t.Fatal(err)
 		}
-		if _, ok := m["provider_type"]; ok {
-			t.Errorf("%s still has provider_type", mt.Name)
+		for _, k := range []string{"provider_type", "metadata"} {
+			if _, ok := m[k]; ok {
+				t.Errorf("%s still has %s", mt.Name, k)
+			}
 		}
 		types[mt.Type]++
 		names[mt.Name] = true
@@ -578,36 +586,47 @@ func TestPublicRegistry(t *testing.T) {
 	// newsapi is a text provider with file_path: file, made absolute.
 	for _, mt := range cfg.ManualCallTemplates {
 		if mt.Name == "newsapi" {
-			assertJSON(t, mt.Raw, `{"name":"newsapi","call_template_type":"file","file_path":"/work/shared/data/newsapi_manual.json",
-				"metadata":{"description":"Retrieves breaking news headlines and articles from thousands of news sources and blogs worldwide","category":"News & Media","last_updated":"2024-01-15","maintainer":"NewsAPI.org","documentation_url":"https://newsapi.org/docs","version":"2.0","openapi_version":"3.0.0"}}`)
+			assertJSON(t, mt.Raw, `{"name":"newsapi","call_template_type":"file","file_path":`+strconv.Quote(filepath.Join(filepath.Dir(path), "newsapi_manual.json"))+`}`)
 		}
 	}
-	// metadata is unknown to UTCP: one warning per provider, none fatal.
-	metadata := 0
+	// The warnings: the bare list, 240 renames, newsapi's text → file
+	// and its relative file_path; none about metadata, and none that
+	// strict mode refuses.
+	if n := len(cfg.Warnings); n != 243 {
+		t.Errorf("%d warnings, want 243", n)
+	}
 	for _, w := range cfg.Warnings {
-		if strings.HasSuffix(w.Path, ".metadata") {
-			metadata++
-			if w.Kind != WarnUnknownField || w.File != path || w.Line == 0 {
-				t.Errorf("metadata warning = %+v", w)
-			}
+		if w.StrictError() || strings.Contains(w.Path, "metadata") || w.File != path || w.Line == 0 {
+			t.Errorf("warning %+v", w)
 		}
 	}
-	if metadata != 240 {
-		t.Errorf("metadata warnings = %d, want 240", metadata)
-	}
-	// Validate with the transports' parser (here a fake).
-	if ps := Validate(cfg, fakeParser{}, false); len(ps) == 0 {
-		t.Error("no problems reported")
-	} else {
-		for _, p := range ps {
-			if p.Severity == SeverityError {
-				t.Errorf("error: %v", p)
-			}
-		}
-	}
-	// Strict mode refuses it, because of metadata.
-	if _, err := LoadConfig(path, Options{Strict: true, Parser: fakeParser{}}); codeOf(err) != utcp.CodeInvalidConfig {
+	if _, err := LoadConfig(path, Options{Strict: true, Parser: fakeParser{}}); err != nil {
 		t.Errorf("strict: %v", err)
+	}
+	// CheckConfig's problems, summarised: four lines.
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ccfg, ps := CheckConfig(path, data, Options{Strict: true, Parser: fakeParser{}})
+	if ccfg == nil || len(ccfg.ManualCallTemplates) != 240 || len(ccfg.Rejected) != 0 {
+		t.Fatalf("CheckConfig: %+v", ccfg)
+	}
+	var lines []string
+	for _, p := range Summarize(ps) {
+		if p.Severity != SeverityWarning {
+			t.Errorf("error: %v", p)
+		}
+		lines = append(lines, strings.TrimPrefix(p.String(), "warning: "+path+":"))
+	}
+	want := []string{
+		"1: the file is a bare list of providers (UTCP v0.1); read as manual_call_templates",
+		"4: [*].provider_type: 240 providers: legacy field provider_type renamed to call_template_type",
+		"20: [1].provider_type: legacy text template with file_path is call_template_type file in UTCP v1.1",
+		fmt.Sprintf("21: [1].file_path: relative file_path %q resolved to %q", "./newsapi_manual.json", filepath.Join(filepath.Dir(path), "newsapi_manual.json")),
+	}
+	if diff := cmp.Diff(want, lines); diff != "" {
+		t.Errorf("summarised warnings (-want +got):\n%s", diff)
 	}
 }
 

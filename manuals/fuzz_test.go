@@ -189,3 +189,41 @@ func FuzzAppendQuoted(f *testing.F) {
 		}
 	})
 }
+
+// FuzzCheckConfig: CheckConfig never panics, agrees with ParseConfig
+// (no error exactly when ParseConfig succeeds, the same usable templates)
+// and rejects only templates with a problem of their own.
+func FuzzCheckConfig(f *testing.F) {
+	f.Add([]byte(configV11), false)
+	f.Add([]byte(`[{"name":"openlibrary","provider_type":"htp","url":"https://x","metadata":{"a":1}},{"call_templat_type":"http","url":"u"}]`), false)
+	f.Add([]byte(`{"manual_call_templates":[{"name":"a","call_template_type":"http"},{"name":"a","call_template_type":"file","file_path":"m.json"}]}`), false)
+	f.Add([]byte("manual_call_templates:\n  - name: g\n    call_template_type: cli\n    commands: []\n"), true)
+	f.Fuzz(func(t *testing.T, data []byte, strict bool) {
+		path := "/fuzz/utcpd.json"
+		opts := Options{Strict: strict, ReadFile: fuzzReadFile, Parser: fakeParser{}}
+		cfg, ps := CheckConfig(path, data, opts)
+		errs := 0
+		for _, p := range ps {
+			if p.Severity == SeverityError {
+				errs++
+			}
+		}
+		pcfg, err := ParseConfig(path, data, opts)
+		switch {
+		case err != nil && errs == 0:
+			t.Fatalf("ParseConfig fails (%v), CheckConfig finds no error", err)
+		case err == nil && cfg == nil:
+			t.Fatal("ParseConfig succeeds, CheckConfig gives no configuration")
+		case err == nil && len(cfg.ManualCallTemplates)+len(cfg.Rejected) != len(pcfg.ManualCallTemplates):
+			t.Fatalf("%d usable and %d rejected templates, ParseConfig has %d", len(cfg.ManualCallTemplates), len(cfg.Rejected), len(pcfg.ManualCallTemplates))
+		}
+		if cfg == nil {
+			return
+		}
+		for _, r := range cfg.Rejected {
+			if len(r.Problems) == 0 || r.Err() == nil {
+				t.Fatalf("rejected %s without a problem", r.Name)
+			}
+		}
+	})
+}

@@ -24,7 +24,12 @@ var legacyTypeKeys = []string{"provider_type", "type", "transport"}
 //     no content (the v1.1 split of text and file);
 //   - method becomes http_method for http and streamable_http templates;
 //   - a cli command_name becomes commands: [{"command": command_name}];
-//   - cwd becomes working_dir.
+//   - cwd becomes working_dir;
+//   - a v0.1 provider's metadata (the descriptive object of the public
+//     UTCP registry's providers: description, category, maintainer, ...)
+//     is dropped without a warning: it is an ordinary v0.1 field that
+//     UTCP v1.1 call templates do not have and nothing uses. A template
+//     is a v0.1 provider when it is written with provider_type.
 //
 // When both a legacy field and its v1.1 name are present the v1.1 field
 // wins and the legacy one is dropped with a WarnIgnored warning (with
@@ -76,6 +81,12 @@ func normalizeTemplate(o *object) (ws []Warning, changed bool) {
 		} else {
 			ignored(from, "legacy field %s ignored: %s is set", from, to)
 		}
+	}
+
+	// 0. The ordinary v0.1 fields v1.1 has no place for.
+	if o.has("provider_type") && o.has("metadata") {
+		o.remove("metadata")
+		changed = true
 	}
 
 	// 1. The discriminator. typeKey is where the type was written, for

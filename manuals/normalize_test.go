@@ -25,8 +25,13 @@ func TestNormalizeTemplate(t *testing.T) {
 		{
 			name:     "provider_type",
 			in:       `{"name":"openlibrary","provider_type":"http","http_method":"GET","url":"https://openlibrary.org/static/openapi.json","metadata":{"a":1}}`,
-			want:     `{"name":"openlibrary","call_template_type":"http","http_method":"GET","url":"https://openlibrary.org/static/openapi.json","metadata":{"a":1}}`,
+			want:     `{"name":"openlibrary","call_template_type":"http","http_method":"GET","url":"https://openlibrary.org/static/openapi.json"}`,
 			warnings: []string{"legacy provider_type"},
+		},
+		{
+			name: "metadata of a v1.1 template is not legacy",
+			in:   `{"name":"w","call_template_type":"http","url":"https://x","metadata":{"a":1}}`,
+			want: `{"name":"w","call_template_type":"http","url":"https://x","metadata":{"a":1}}`,
 		},
 		{
 			name:     "type",

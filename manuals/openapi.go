@@ -163,10 +163,17 @@ func ParseOpenAPI(data []byte, opts OpenAPIOptions) (*utcp.Manual, error) {
 // each carry an http tool_call_template. It follows python-utcp's
 // OpenApiConverter, with the differences noted here.
 //
-// One tool per operation that has an operationId (others are skipped);
-// only GET, POST, PUT, DELETE and PATCH operations become tools. Tools are
-// ordered by path, then method. A repeated operationId keeps its first
-// operation. name is the operationId, description the summary (else the
+// One tool per GET, POST, PUT, DELETE and PATCH operation (HEAD, OPTIONS
+// and TRACE operations, which the http call template cannot send, are
+// skipped with a warning). Tools are ordered by path, then method
+// (get, put, post, delete, patch). name is the operationId; an operation
+// without one, or whose operationId an earlier operation has, is named
+// from its method and path — the lower-case method and the path's
+// segments joined by "_", braces dropped and other characters outside
+// [A-Za-z0-9_] made "_" (GET /pets/{petId} is get_pets_petId) — with
+// "_2", "_3", ... appended while the name is taken (by any operationId,
+// or a name given before it in this order), so names are unique and
+// stable; one warning says how many were named. description the summary (else the
 // description), tags the operation's tags followed by "read_only" for a
 // GET operation and "destructive" for a DELETE one (each once): the tags
 // the MCP front lists as the readOnlyHint and destructiveHint annotations.
@@ -174,7 +181,8 @@ func ParseOpenAPI(data []byte, opts OpenAPIOptions) (*utcp.Manual, error) {
 // Inputs: path-level and operation-level parameters (the latter winning)
 // become properties of an object schema; path parameters are required, as
 // are parameters marked required. Header parameters are also listed in
-// header_fields. Cookie parameters are skipped. A JSON request body (OAS3
+// header_fields, cookie parameters in cookie_fields (sent in the Cookie
+// header). A JSON request body (OAS3
 // requestBody, OAS2 body parameter) becomes the property "body", required
 // when the body is, and the template gets body_field "body"; a non-JSON
 // body (OAS3 media type, OAS2 consumes) keeps its media type as
@@ -273,7 +281,16 @@ func ConvertOpenAPI(doc map[string]any, opts OpenAPIOptions) (*utcp.Manual, erro
 	if v := oasString(info, "version"); v != "" {
 		manual.ManualVersion = v
 	}
-	seen := map[string]bool{}
+	// Every operation becomes a tool, named by its operationId; the
+	// operations without one (or whose operationId an earlier operation
+	// took) are named from their method and path (oasOperationName) once
+	// every operationId has claimed its name.
+	type operation struct {
+		path, method, id string
+		item, op         map[string]any
+	}
+	var ops []operation
+	taken := map[string]bool{}
 	for _, path := range oasSortedKeys(paths) {
 		item, _ := c.deref(paths[path]).(map[string]any)
 		if item == nil {
@@ -285,29 +302,85 @@ func ConvertOpenAPI(doc map[string]any, opts OpenAPIOptions) (*utcp.Manual, erro
 				continue
 			}
 			id := oasString(op, "operationId")
-			where := strings.ToUpper(method) + " " + path
-			if id == "" {
-				c.warn("%s: skipped: no operationId", where)
-				continue
-			}
 			switch method {
 			case "options", "head", "trace":
-				c.warn("%s (%s): skipped: method %s is not supported by the http call template", where, id, strings.ToUpper(method))
+				where := strings.ToUpper(method) + " " + path
+				if id != "" {
+					where += " (" + id + ")"
+				}
+				c.warn("%s: skipped: method %s is not supported by the http call template", where, strings.ToUpper(method))
 				continue
 			}
-			if seen[id] {
-				c.warn("%s: skipped: operationId %q is used by an earlier operation", where, id)
-				continue
+			if id != "" && !taken[id] {
+				taken[id] = true
+			} else if id != "" {
+				c.warn("%s %s: operationId %q is used by an earlier operation; named from its method and path", strings.ToUpper(method), path, id)
+				id = ""
 			}
-			tool, err := c.tool(path, method, item, op)
-			if err != nil {
-				return nil, err
-			}
-			seen[id] = true
-			manual.Tools = append(manual.Tools, tool)
+			ops = append(ops, operation{path: path, method: method, id: id, item: item, op: op})
 		}
 	}
+	var named []string
+	for i := range ops {
+		o := &ops[i]
+		if o.id != "" {
+			continue
+		}
+		base := oasOperationName(o.method, o.path)
+		o.id = base
+		for n := 2; taken[o.id]; n++ {
+			o.id = fmt.Sprintf("%s_%d", base, n)
+		}
+		taken[o.id] = true
+		named = append(named, o.id)
+	}
+	if len(named) > 0 {
+		examples := named[:min(len(named), 3)]
+		more := ""
+		if len(named) > len(examples) {
+			more = ", ..."
+		}
+		c.warn("%d of %d operations have no operationId (or a repeated one): named from their method and path (%s%s)",
+			len(named), len(ops), strings.Join(examples, ", "), more)
+	}
+	for _, o := range ops {
+		tool, err := c.tool(o.path, o.method, o.id, o.item, o.op)
+		if err != nil {
+			return nil, err
+		}
+		manual.Tools = append(manual.Tools, tool)
+	}
 	return manual, nil
+}
+
+// oasOperationName names an operation without an operationId from its
+// method and path: the lower-case method, then each non-empty path
+// segment, joined by "_", with the braces of {param} dropped and every
+// character outside [A-Za-z0-9_] a "_" (runs of "_" collapsed, none at
+// the ends): GET /pets/{petId} is get_pets_petId, POST / is post.
+func oasOperationName(method, path string) string {
+	var b strings.Builder
+	b.WriteString(strings.ToLower(method))
+	for _, seg := range strings.Split(path, "/") {
+		seg = strings.NewReplacer("{", "", "}", "").Replace(seg)
+		var w strings.Builder
+		for _, r := range seg {
+			if r < 128 && (r == '_' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z') {
+				w.WriteRune(r)
+			} else {
+				w.WriteByte('_')
+			}
+		}
+		part := strings.Trim(w.String(), "_")
+		for strings.Contains(part, "__") {
+			part = strings.ReplaceAll(part, "__", "_")
+		}
+		if part != "" {
+			b.WriteByte('_')
+			b.WriteString(part)
+		}
+	}
+	return b.String()
 }
 
 // oasExpansionBudget bounds the values copied while resolving $refs for one
@@ -687,10 +760,9 @@ func (c *oasConverter) pointer(ref string) (any, bool) {
 
 // --- operations ---
 
-func (c *oasConverter) tool(path, method string, item, op map[string]any) (utcp.Tool, error) {
+func (c *oasConverter) tool(path, method, id string, item, op map[string]any) (utcp.Tool, error) {
 	c.budget = oasExpansionBudget
 	c.defs = &oasDefs{}
-	id := oasString(op, "operationId")
 	where := fmt.Sprintf("%s %s (%s)", strings.ToUpper(method), path, id)
 
 	// Merge path-level and operation-level parameters by (in, name).
@@ -714,7 +786,7 @@ func (c *oasConverter) tool(path, method string, item, op map[string]any) (utcp.
 	}
 
 	props := map[string]any{}
-	var required, headerFields []string
+	var required, headerFields, cookieFields []string
 	addRequired := func(name string) {
 		if !slices.Contains(required, name) {
 			required = append(required, name)
@@ -760,7 +832,11 @@ func (c *oasConverter) tool(path, method string, item, op map[string]any) (utcp.
 				formRequired = append(formRequired, k.name)
 			}
 		case "cookie":
-			c.warn("%s: cookie parameter %q skipped: the http call template cannot send it", where, k.name)
+			props[k.name] = c.paramSchema(p)
+			if p["required"] == true {
+				addRequired(k.name)
+			}
+			cookieFields = append(cookieFields, k.name)
 		default:
 			c.warn("%s: parameter %q skipped: unknown location %q", where, k.name, k.in)
 		}
@@ -843,6 +919,9 @@ func (c *oasConverter) tool(path, method string, item, op map[string]any) (utcp.
 	}
 	if len(headerFields) > 0 {
 		tmpl["header_fields"] = headerFields
+	}
+	if len(cookieFields) > 0 {
+		tmpl["cookie_fields"] = cookieFields
 	}
 	if auth := c.auth(op, where); auth != nil {
 		tmpl["auth"] = auth

@@ -68,9 +68,10 @@ const oas3Doc = `{
 var oas3Tools = []string{
 	`{"name":"login","description":"","inputs":{"properties":{"body":{"properties":{"user":{"type":"string"}},"type":"object"}},"type":"object"},"tags":[],"tool_call_template":{"auth":{"auth_type":"basic","username":"${USERNAME_1}","password":"${PASSWORD_1}"},"body_field":"body","call_template_type":"http","content_type":"application/x-www-form-urlencoded","http_method":"POST","name":"Pet_Store__v2_","url":"https://eu.api.example.com/v1/login"}}`,
 	`{"name":"me","description":"","inputs":{"properties":{},"type":"object"},"outputs":{"type":"string"},"tags":["read_only"],"tool_call_template":{"auth":{"auth_type":"api_key","api_key":"Bearer ${API_KEY_2}","var_name":"Authorization","location":"header"},"call_template_type":"http","content_type":"application/json","http_method":"GET","name":"Pet_Store__v2_","url":"https://eu.api.example.com/v1/me"}}`,
-	`{"name":"listPets","description":"List pets","inputs":{"properties":{"X-Trace":{"type":"string"},"limit":{"description":"Page size","examples":[10],"maximum":100,"type":"integer"}},"type":"object"},"outputs":{"$defs":{"Pet":{"properties":{"id":{"type":"integer"},"name":{"examples":["Rex"],"type":"string"},"parent":{"$ref":"#/$defs/Pet"}},"required":["name"],"type":"object"}},"items":{"properties":{"id":{"type":"integer"},"name":{"examples":["Rex"],"type":"string"},"parent":{"$ref":"#/$defs/Pet"}},"required":["name"],"type":"object"},"type":"array"},"tags":["pets","read_only"],"tool_call_template":{"auth":{"auth_type":"api_key","api_key":"${API_KEY_3}","var_name":"X-Key","location":"header"},"call_template_type":"http","content_type":"application/json","header_fields":["X-Trace"],"http_method":"GET","name":"Pet_Store__v2_","url":"https://eu.api.example.com/v1/pets"}}`,
+	`{"name":"listPets","description":"List pets","inputs":{"properties":{"X-Trace":{"type":"string"},"limit":{"description":"Page size","examples":[10],"maximum":100,"type":"integer"},"session":{"type":"string"}},"type":"object"},"outputs":{"$defs":{"Pet":{"properties":{"id":{"type":"integer"},"name":{"examples":["Rex"],"type":"string"},"parent":{"$ref":"#/$defs/Pet"}},"required":["name"],"type":"object"}},"items":{"properties":{"id":{"type":"integer"},"name":{"examples":["Rex"],"type":"string"},"parent":{"$ref":"#/$defs/Pet"}},"required":["name"],"type":"object"},"type":"array"},"tags":["pets","read_only"],"tool_call_template":{"auth":{"auth_type":"api_key","api_key":"${API_KEY_3}","var_name":"X-Key","location":"header"},"call_template_type":"http","content_type":"application/json","cookie_fields":["session"],"header_fields":["X-Trace"],"http_method":"GET","name":"Pet_Store__v2_","url":"https://eu.api.example.com/v1/pets"}}`,
 	`{"name":"createPet","description":"Create a pet","inputs":{"$defs":{"Pet":{"properties":{"id":{"type":"integer"},"name":{"examples":["Rex"],"type":"string"},"parent":{"$ref":"#/$defs/Pet"}},"required":["name"],"type":"object"}},"properties":{"X-Trace":{"type":"string"},"body":{"description":"The pet","examples":[{"name":"Rex"}],"properties":{"id":{"type":"integer"},"name":{"examples":["Rex"],"type":"string"},"parent":{"$ref":"#/$defs/Pet"}},"required":["name"],"type":"object"}},"required":["body"],"type":"object"},"outputs":{"$defs":{"Pet":{"properties":{"id":{"type":"integer"},"name":{"examples":["Rex"],"type":"string"},"parent":{"$ref":"#/$defs/Pet"}},"required":["name"],"type":"object"}},"properties":{"id":{"type":"integer"},"name":{"examples":["Rex"],"type":"string"},"parent":{"$ref":"#/$defs/Pet"}},"required":["name"],"type":"object"},"tags":[],"tool_call_template":{"auth":{"auth_type":"oauth2","token_url":"https://docs.example.com/oauth/token","client_id":"${CLIENT_ID_4}","client_secret":"${CLIENT_SECRET_4}","scope":"write read"},"body_field":"body","call_template_type":"http","content_type":"application/json","header_fields":["X-Trace"],"http_method":"POST","name":"Pet_Store__v2_","url":"https://eu.api.example.com/v1/pets"}}`,
 	`{"name":"getPet","description":"","inputs":{"properties":{"petId":{"type":"string"}},"required":["petId"],"type":"object"},"tags":["read_only"],"tool_call_template":{"call_template_type":"http","content_type":"application/json","http_method":"GET","name":"Pet_Store__v2_","url":"https://eu.api.example.com/v1/pets/{petId}"}}`,
+	`{"name":"delete_pets_petId","description":"no operationId","inputs":{"properties":{},"type":"object"},"tags":["destructive"],"tool_call_template":{"auth":{"auth_type":"api_key","api_key":"${API_KEY_3}","var_name":"X-Key","location":"header"},"call_template_type":"http","content_type":"application/json","http_method":"DELETE","name":"Pet_Store__v2_","url":"https://eu.api.example.com/v1/pets/{petId}"}}`,
 }
 
 // swagger2Doc exercises Swagger 2.0 in YAML: host/basePath/schemes, body
@@ -172,7 +173,7 @@ func TestConvertOpenAPI3(t *testing.T) {
 	if diff := cmp.Diff(wantTools(t, oas3Tools), asJSON(t, m.Tools)); diff != "" {
 		t.Errorf("tools (-want +got):\n%s", diff)
 	}
-	for _, w := range []string{`cookie parameter "session"`, "DELETE /pets/{petId}: skipped: no operationId", "HEAD /pets/{petId} (headPet): skipped"} {
+	for _, w := range []string{"1 of 6 operations have no operationId (or a repeated one): named from their method and path (delete_pets_petId)", "HEAD /pets/{petId} (headPet): skipped"} {
 		found := false
 		for _, got := range warnings {
 			found = found || strings.Contains(got, w)
@@ -387,8 +388,40 @@ func TestConvertOpenAPIDuplicateOperationID(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(m.Tools) != 1 || !strings.Contains(string(m.Tools[0].ToolCallTemplate.Raw), "https://x/a") || !warned {
+	if len(m.Tools) != 2 || m.Tools[0].Name != "same" || !strings.Contains(string(m.Tools[0].ToolCallTemplate.Raw), "https://x/a") ||
+		m.Tools[1].Name != "get_b" || !strings.Contains(string(m.Tools[1].ToolCallTemplate.Raw), "https://x/b") || !warned {
 		t.Errorf("tools %v, warned %v", m.Tools, warned)
+	}
+}
+
+// TestConvertOpenAPINames: operations without an operationId are named
+// from their method and path; a name that is taken (by an operationId,
+// wherever it is, or by an earlier generated name) gets _2, _3, ...; the
+// names do not depend on the order of the document's keys.
+func TestConvertOpenAPINames(t *testing.T) {
+	doc := `{"openapi": "3.1.0", "paths": {
+  "/pets/{petId}": {"get": {}, "put": {}},
+  "/pets/petId": {"get": {}},
+  "/": {"post": {}},
+  "/a-b/c.d/{x_y}/": {"patch": {}},
+  "/z": {"get": {"operationId": "get_pets_petId"}},
+  "/ünï/{ç}": {"delete": {}}
+}}`
+	var warnings []string
+	m, err := manuals.ParseOpenAPI([]byte(doc), manuals.OpenAPIOptions{BaseURL: "https://x", Warn: func(s string) { warnings = append(warnings, s) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, tl := range m.Tools {
+		got = append(got, tl.Name)
+	}
+	want := []string{"post", "patch_a_b_c_d_x_y", "get_pets_petId_2", "get_pets_petId_3", "put_pets_petId", "get_pets_petId", "delete_n"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("names (-want +got):\n%s", diff)
+	}
+	if len(warnings) != 1 || !strings.Contains(warnings[0], "6 of 7 operations have no operationId") {
+		t.Errorf("warnings: %q", warnings)
 	}
 }
 

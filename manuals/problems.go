@@ -99,6 +99,11 @@ type Problem struct {
 	Message string `json:"message"`
 	// Suggestion is a "did you mean" hint, "" if none.
 	Suggestion string `json:"suggestion,omitempty"`
+	// Manual is the sanitised name of the manual call template the
+	// problem is about, "" for a problem of the configuration as a whole.
+	// An error with a Manual makes only that manual unusable; one without
+	// makes the configuration unusable (see CheckConfig).
+	Manual string `json:"manual,omitempty"`
 }
 
 // String formats p as "file:line: path: message (did you mean "x"?)",

@@ -29,14 +29,19 @@ func (c *Config) Sync(ctx context.Context, vars *manuals.Resolver, force bool) (
 	return c.r.Sync(ctx, ConfigWanted(c.cfg.Load()), vars, force), true
 }
 
-// ConfigWanted lists the manuals of a configuration.
+// ConfigWanted lists the manuals of a configuration: its usable manual
+// call templates, and its rejected ones (manuals.Config.Rejected) with
+// their Err.
 func ConfigWanted(cfg *manuals.Config) []Wanted {
 	if cfg == nil {
 		return nil
 	}
-	out := make([]Wanted, 0, len(cfg.ManualCallTemplates))
+	out := make([]Wanted, 0, len(cfg.ManualCallTemplates)+len(cfg.Rejected))
 	for _, t := range cfg.ManualCallTemplates {
 		out = append(out, Wanted{Name: t.Name, Raw: t.Raw, Origin: t.Location})
+	}
+	for _, r := range cfg.Rejected {
+		out = append(out, Wanted{Name: r.Name, Raw: r.Raw, Origin: r.Location, Err: r.Err()})
 	}
 	return out
 }

@@ -6,7 +6,10 @@
 // source feeds a [Reconciler], which adds new manuals, replaces changed
 // ones (discovery first; a failure keeps the old version serving) and
 // removes the ones the source no longer has, never touching a manual of
-// another source.
+// another source. A manual that fails to register is kept by the gateway
+// (gateway.RegisterOptions.KeepFailed): listed as failed and retried in
+// the background, or, when it was a replacement, its last good version
+// serving degraded while the new one is retried.
 package sources
 
 import (
@@ -50,6 +53,11 @@ type Wanted struct {
 	// Keep leaves the registered version alone: the source is broken
 	// now and its last good version keeps serving.
 	Keep bool
+	// Err, when set, is why the source cannot use the manual as written
+	// (a configuration template the shared check rejected,
+	// daemon.CheckConfig): it is not registered but counted and logged as
+	// a failed registration; a version registered before keeps serving.
+	Err error
 }
 
 // Stats counts what one sync did.
@@ -86,10 +94,19 @@ func NewReconciler(source string, g *gateway.Gateway, log *slog.Logger, timeout 
 	return &Reconciler{source: source, g: g, log: log, timeout: timeout, have: map[string]*entry{}, record: record}
 }
 
-// Registered reports whether the last try registered the manual name.
+// Registered reports whether the manual name is registered from this
+// source and serving: the last try registered it, or a background retry
+// has since.
 func (s *Reconciler) Registered(name string) bool {
 	e := s.have[name]
-	return e != nil && e.ok
+	if e == nil {
+		return false
+	}
+	if e.ok {
+		return true
+	}
+	st, ok := s.g.Status(name)
+	return ok && st.Manual != nil && st.Source == s.source && st.Health.State != gateway.StateFailed
 }
 
 // fingerprint hashes what decides a manual's registration: its template,
@@ -102,6 +119,10 @@ func fingerprint(w *Wanted, vars *manuals.Resolver) [32]byte {
 	h.Write([]byte{0})
 	h.Write(w.Extra)
 	h.Write([]byte{0})
+	if w.Err != nil {
+		h.Write([]byte("rejected: " + w.Err.Error()))
+		h.Write([]byte{0})
+	}
 	if manuals.HasVariables(w.Raw) {
 		sub, err := manuals.Substitute(w.Raw, w.Name, vars)
 		if err != nil {
@@ -156,6 +177,24 @@ func (s *Reconciler) Sync(ctx context.Context, want []Wanted, vars *manuals.Reso
 			continue
 		}
 		fp := fingerprint(&w, vars)
+		if w.Err != nil {
+			if e, ok := s.have[w.Name]; ok && e.fp == fp && !e.ok && !force {
+				st.Unchanged++
+				continue
+			}
+			st.Failed++
+			if m, ok := s.g.Manual(w.Name); ok && m.Source == s.source {
+				s.record(s.source, "replace", w.Err)
+				s.log.Error("manual not replaced; its last good version keeps serving",
+					"source", s.source, "manual", w.Name, "origin", w.Origin, "code", utcp.CodeOf(w.Err), "err", w.Err)
+			} else {
+				s.record(s.source, "register", w.Err)
+				s.log.Error("manual not registered", "source", s.source, "manual", w.Name, "origin", w.Origin,
+					"code", utcp.CodeOf(w.Err), "err", w.Err)
+			}
+			s.have[w.Name] = &entry{fp: fp, origin: w.Origin}
+			continue
+		}
 		if e, ok := s.have[w.Name]; ok && e.fp == fp && (e.ok || !force) {
 			st.Unchanged++
 			continue
@@ -182,7 +221,7 @@ func (s *Reconciler) Sync(ctx context.Context, want []Wanted, vars *manuals.Reso
 			sem <- struct{}{}
 			defer func() { <-sem }()
 			rctx, cancel := context.WithTimeout(ctx, s.timeout)
-			res, err := s.g.RegisterManual(rctx, j.w.Raw, gateway.RegisterOptions{Source: s.source, Replace: j.replace})
+			res, err := s.g.RegisterManual(rctx, j.w.Raw, gateway.RegisterOptions{Source: s.source, Replace: j.replace, KeepFailed: true})
 			cancel()
 			op := "register"
 			if j.replace {
@@ -192,15 +231,12 @@ func (s *Reconciler) Sync(ctx context.Context, want []Wanted, vars *manuals.Reso
 			mu.Lock()
 			defer mu.Unlock()
 			s.have[j.w.Name] = &entry{fp: j.fp, ok: err == nil, origin: j.w.Origin}
+			if err != nil {
+				st.Failed++
+				s.logFailure(j.w, j.replace, err)
+				return
+			}
 			switch {
-			case err != nil && j.replace:
-				st.Failed++
-				s.log.Error("manual not replaced; its last good version keeps serving",
-					"source", s.source, "manual", j.w.Name, "origin", j.w.Origin, "code", utcp.CodeOf(err), "err", err)
-			case err != nil:
-				st.Failed++
-				s.log.Error("manual not registered", "source", s.source, "manual", j.w.Name, "origin", j.w.Origin,
-					"code", utcp.CodeOf(err), "err", err)
 			case j.replace:
 				st.Replaced++
 				s.log.Info("manual replaced", "source", s.source, "manual", res.Name, "tools", len(res.Tools), "origin", j.w.Origin)
@@ -212,4 +248,21 @@ func (s *Reconciler) Sync(ctx context.Context, want []Wanted, vars *manuals.Reso
 	}
 	wg.Wait()
 	return st
+}
+
+// logFailure logs one line for a registration that failed: the manual's
+// name once (the message leaves it out, gateway.FailureMessage), where it
+// came from, the code, and when the gateway retries it.
+func (s *Reconciler) logFailure(w Wanted, replace bool, err error) {
+	msg := "manual not registered"
+	args := []any{"source", s.source, "manual", w.Name, "origin", w.Origin, "code", utcp.CodeOf(err), "err", gateway.FailureMessage(w.Name, err)}
+	if st, ok := s.g.Status(w.Name); ok {
+		if st.Health.State == gateway.StateDegraded || (replace && st.Health.State != gateway.StateFailed) {
+			msg = "manual not replaced; its last good version keeps serving"
+		}
+		if !st.Health.NextRetry.IsZero() {
+			args = append(args, "retry_in", time.Until(st.Health.NextRetry).Round(100*time.Millisecond))
+		}
+	}
+	s.log.Error(msg, args...)
 }

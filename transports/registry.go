@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/utcpd/utcpd/internal/netguard"
 	"github.com/utcpd/utcpd/utcp"
 )
 
@@ -117,6 +118,46 @@ func invalid(format string, args ...any) *utcp.Error {
 // decoding.
 type Validator interface {
 	Validate() error
+}
+
+// Checker is implemented by template specs that can tell, with no
+// network I/O, whether RegisterManual would refuse the template as it
+// stands (variables substituted): a URL whose plain http or ws the
+// template may not use, a plaintext target that is not loopback, a file
+// that does not exist. Check returns that refusal, a *utcp.Error with the
+// code RegisterManual would give it.
+type Checker interface {
+	Check() error
+}
+
+// CheckTemplate runs the checks registration runs on a manual call
+// template before it contacts anything: its allowed_hosts must parse, and
+// a Spec that is a Checker must pass Check. tmpl is parsed (Spec set)
+// with its variables substituted. The gateway runs it before every
+// discovery and utcpd config validate on every manual call template of a
+// configuration, so that the two judge a template alike. A failure is a
+// *utcp.Error: invalid_template, or the code Check gave it.
+func (r *Registry) CheckTemplate(tmpl *utcp.CallTemplate) error {
+	if tmpl == nil {
+		return invalid("no call template")
+	}
+	if _, err := netguard.ParseHosts(tmpl.AllowedHosts); err != nil {
+		return invalid("%s: %v", tmpl.Type, err).WithDetail("field", "allowed_hosts")
+	}
+	c, ok := tmpl.Spec.(Checker)
+	if !ok {
+		return nil
+	}
+	err := c.Check()
+	if err == nil {
+		return nil
+	}
+	if _, ok := errors.AsType[*utcp.Error](err); ok {
+		return err
+	}
+	e := invalid("%s: %v", tmpl.Type, err)
+	e.Err = errors.Join(err, ErrInvalidTemplate)
+	return e
 }
 
 // baseFields are the call-template fields every type has.

@@ -3,7 +3,7 @@
 // package registers, and the Registry that maps call_template_type to Info.
 //
 // This package is the contract and nothing else: the interfaces (Transport,
-// Streamer, Stream and the optional Keyer, PrefixedNames, Endpointer), Info
+// Streamer, Stream and the optional Keyer, PrefixedNames, Endpointer, Checker), Info
 // and Registry, template and configuration decoding (DecodeTemplate,
 // DecodeTemplateOf, SpecOf, DecodeConfig), the registration counter Count,
 // the sentinel errors and the discovery limits.
@@ -118,7 +118,11 @@ type Info struct {
 	New func(opts Options) (Transport, error)
 	// Template is a zero value of the transport's template spec (a pointer
 	// to its Template struct). It lists the type's fields for "did you
-	// mean" hints and documentation checks.
+	// mean" hints and documentation checks, and describes them in the
+	// configuration's JSON Schema (utcpd config schema): each field's
+	// JSON type is its Go type's, its description its doc comment, and a
+	// field tagged jsonschema:"required" must be present and not empty
+	// ("", [] or {}) or ParseTemplate fails.
 	Template any
 }
 

@@ -2,6 +2,7 @@ package utcp
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -136,6 +137,9 @@ type ToolError struct {
 	Message string
 	Value   any // the tool's own error payload (JSON-compatible), if any
 	Status  int // a protocol status (HTTP status, exit code), 0 if none
+	// MCP is the isError result as an MCP server sent it (see
+	// Result.MCP), for the MCP front; empty for other protocols.
+	MCP json.RawMessage
 }
 
 func (e *ToolError) Error() string {

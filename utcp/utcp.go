@@ -36,6 +36,13 @@ type Tool struct {
 	AverageResponseSize *int            `json:"average_response_size,omitempty"`
 	// ToolCallTemplate says how to reach the tool natively.
 	ToolCallTemplate *CallTemplate `json:"tool_call_template,omitempty"`
+	// MCP is what an MCP server listed for the tool besides its name,
+	// description and schemas: a JSON object with any of "title",
+	// "annotations", "icons" and "_meta", as the server sent them, set by
+	// the mcp transport so that the MCP front lists the tool as the
+	// server does. Empty for tools of every other protocol. utcpd
+	// extension.
+	MCP json.RawMessage `json:"mcp,omitempty"`
 }
 
 // CallTemplate is the protocol-independent part of a UTCP call template,
@@ -216,8 +223,16 @@ type Call struct {
 // Result is the outcome of a successful call.
 type Result struct {
 	// Value is the tool's output: a JSON-compatible value (map[string]any,
-	// []any, string, json.Number, bool, nil) or json.RawMessage.
+	// []any, string, json.Number, bool, nil) or json.RawMessage. It is
+	// what every front answers, except the MCP front when MCP is set.
 	Value any
+	// MCP is the result as an MCP server sent it, a CallToolResult JSON
+	// object ({"content": [...], "structuredContent": ..., "_meta": ...}),
+	// set by the mcp transport so that the MCP front answers it block for
+	// block. Empty for every other protocol, and dropped by the gateway
+	// when a post-processor applies to the call (Value then says what the
+	// tool answered).
+	MCP json.RawMessage
 }
 
 // Event is one item of a streamed result.
@@ -228,6 +243,10 @@ type Event struct {
 	ID string `json:"id,omitempty"`
 	// Data is the event's payload, a JSON-compatible value.
 	Data any `json:"data"`
+	// MCP, on the "result" event of an MCP call, is the result as the
+	// server sent it (see Result.MCP). It is not part of the event's
+	// JSON.
+	MCP json.RawMessage `json:"-"`
 }
 
 // SanitizeName returns name with every character outside [A-Za-z0-9_]

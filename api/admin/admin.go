@@ -4,17 +4,25 @@
 // Routes (every error is the httpx envelope):
 //
 //	POST   /admin/manuals                   register one manual call template → 201
-//	GET    /admin/manuals                   list the registered manuals
-//	GET    /admin/manuals/{name}            one manual: redacted template, tools, source, times
+//	GET    /admin/manuals                   list the manuals, each with its health
+//	GET    /admin/manuals/{name}            one manual: health, redacted template, tools, source, times
 //	PUT    /admin/manuals/{name}            create (201) or replace atomically (200)
 //	DELETE /admin/manuals/{name}            deregister → 204
-//	POST   /admin/manuals/{name}/refresh    discover again, replace atomically
+//	POST   /admin/manuals/{name}/refresh    discover again (a failed manual: retry now), replace atomically
 //	GET    /admin/manuals/{name}/variables  required variables and whether each resolves
 //	GET    /admin/reviews                   calls awaiting review (?status=pending|...|all), arguments redacted
 //	GET    /admin/reviews/{id}              one review
 //	POST   /admin/reviews/{id}/approve      approve ({"note": "..."} optional); the call runs once
 //	POST   /admin/reviews/{id}/deny         deny ({"note": "..."} optional); the call never runs
 //	GET    /admin/audit                     the audit log, newest first (?tool= &decision= &outcome= &since= &before= &limit=)
+//
+// Every manual has a health (gateway.ManualHealth): its status (ready,
+// discovering, failed, degraded), last error, last success, tool count,
+// failures and next retry. Manuals from the configuration file, the
+// manuals folder and the store that fail to register are listed as
+// failed (with no tools) and retried in the background; a registration
+// through this API that fails answers the error and leaves nothing
+// behind.
 //
 // Manuals registered here have source "api" and are persisted by the
 // gateway's store. Manuals from the configuration file (source "config")
@@ -139,12 +147,59 @@ type ManualSummary struct {
 	Type string `json:"call_template_type"`
 	// Source is where it came from: "config", "dir" or "api".
 	Source string `json:"source"`
-	// ToolCount is the number of its registered tools.
+	// ToolCount is the number of its registered tools (0 for a failed
+	// manual, or one whose first discovery is under way).
 	ToolCount int `json:"tool_count"`
 	// Registered is when it was first registered; Refreshed when its
-	// tools were last discovered.
-	Registered time.Time `json:"registered"`
-	Refreshed  time.Time `json:"refreshed"`
+	// tools were last discovered. Each is absent when it has not happened
+	// (a first discovery under way; a failed manual was never refreshed).
+	Registered time.Time `json:"registered,omitzero"`
+	Refreshed  time.Time `json:"refreshed,omitzero"`
+	Health
+}
+
+// Health is a manual's health, part of ManualSummary and ManualDetail.
+type Health struct {
+	// Status is ready, discovering, failed or degraded
+	// (gateway.ManualState).
+	Status gateway.ManualState `json:"status"`
+	// LastError is the last failure; null once an attempt succeeded.
+	LastError *LastError `json:"last_error"`
+	// LastSuccess is when the tools were last discovered (a stored copy's
+	// discovery time included); null if never.
+	LastSuccess *time.Time `json:"last_success"`
+	// NextRetry is when the next background attempt is due; null when
+	// none is scheduled.
+	NextRetry *time.Time `json:"next_retry"`
+	// Failures counts the consecutive failed attempts.
+	Failures int `json:"failures"`
+}
+
+// LastError is a manual's last failure.
+type LastError struct {
+	// Code is its stable error code (discovery_failed, ...).
+	Code utcp.Code `json:"code"`
+	// Message says what failed, in one line.
+	Message string `json:"message"`
+	// At is when it failed.
+	At time.Time `json:"at"`
+}
+
+// HealthOf returns the API form of h.
+func HealthOf(h gateway.ManualHealth) Health {
+	out := Health{Status: h.State, Failures: h.Failures}
+	if h.LastError != nil {
+		out.LastError = &LastError{Code: h.LastError.Code, Message: h.LastError.Message, At: h.LastError.At}
+	}
+	if !h.LastSuccess.IsZero() {
+		t := h.LastSuccess
+		out.LastSuccess = &t
+	}
+	if !h.NextRetry.IsZero() {
+		t := h.NextRetry
+		out.NextRetry = &t
+	}
+	return out
 }
 
 // ManualList is the answer to GET /admin/manuals, sorted by name.
@@ -163,7 +218,8 @@ type ToolSummary struct {
 
 // ManualDetail is the answer to GET /admin/manuals/{name}. Template is
 // the manual call template as registered (before variable substitution)
-// with secret-looking values replaced by utcp.Redacted.
+// with secret-looking values replaced by utcp.Redacted ({} while a first
+// discovery is under way).
 type ManualDetail struct {
 	// Name, Type and Source are as in ManualSummary.
 	Name   string `json:"name"`
@@ -171,11 +227,14 @@ type ManualDetail struct {
 	Source string `json:"source"`
 	// Template is the redacted manual call template.
 	Template json.RawMessage `json:"template"`
+	// ToolCount is len(Tools).
+	ToolCount int `json:"tool_count"`
 	// Tools are the manual's tools in discovery order.
 	Tools []ToolSummary `json:"tools"`
 	// Registered and Refreshed are as in ManualSummary.
-	Registered time.Time `json:"registered"`
-	Refreshed  time.Time `json:"refreshed"`
+	Registered time.Time `json:"registered,omitzero"`
+	Refreshed  time.Time `json:"refreshed,omitzero"`
+	Health
 }
 
 // VariableList is the answer to GET /admin/manuals/{name}/variables. It
@@ -299,29 +358,36 @@ func withName(raw json.RawMessage, name string) (json.RawMessage, error) {
 func (h *Handler) writable(name string) error { return ReadOnly(h.g, name) }
 
 func (h *Handler) list(w http.ResponseWriter, r *http.Request) {
-	ms := h.g.Manuals()
-	out := ManualList{Manuals: make([]ManualSummary, 0, len(ms))}
-	for _, m := range ms {
-		out.Manuals = append(out.Manuals, ManualSummary{
-			Name: m.Name, Type: templateType(m), Source: m.Source, ToolCount: len(m.Tools),
-			Registered: m.Registered, Refreshed: m.Refreshed,
-		})
+	ss := h.g.Statuses()
+	out := ManualList{Manuals: make([]ManualSummary, 0, len(ss))}
+	for _, s := range ss {
+		sum := ManualSummary{Name: s.Name, Type: s.Type, Source: s.Source, ToolCount: s.Health.ToolCount, Health: HealthOf(s.Health)}
+		if m := s.Manual; m != nil {
+			sum.Registered, sum.Refreshed = m.Registered, m.Refreshed
+		}
+		out.Manuals = append(out.Manuals, sum)
 	}
 	httpx.WriteJSON(w, http.StatusOK, out)
 }
 
 func (h *Handler) get(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
-	m, ok := h.g.Manual(name)
+	s, ok := h.g.Status(name)
 	if !ok {
 		h.fail(w, r, notFound(name))
 		return
 	}
 	out := ManualDetail{
-		Name: m.Name, Type: templateType(m), Source: m.Source,
-		Template: json.RawMessage("{}"), Tools: make([]ToolSummary, 0, len(m.Tools)),
-		Registered: m.Registered, Refreshed: m.Refreshed,
+		Name: s.Name, Type: s.Type, Source: s.Source,
+		Template: json.RawMessage("{}"), Tools: []ToolSummary{}, ToolCount: s.Health.ToolCount,
+		Health: HealthOf(s.Health),
 	}
+	m := s.Manual
+	if m == nil {
+		httpx.WriteJSON(w, http.StatusOK, out)
+		return
+	}
+	out.Registered, out.Refreshed = m.Registered, m.Refreshed
 	if m.Template != nil && len(m.Template.Raw) > 0 {
 		out.Template = utcp.Redact(m.Template.Raw)
 	}
@@ -388,13 +454,6 @@ func (h *Handler) variables(w http.ResponseWriter, r *http.Request) {
 
 func notFound(name string) error {
 	return httpx.Errorf(utcp.CodeManualNotFound, "manual %q is not registered", name).WithDetail("manual", name)
-}
-
-func templateType(m *registry.Manual) string {
-	if m.Template == nil {
-		return ""
-	}
-	return m.Template.Type
 }
 
 func response(res *gateway.RegisterResult) RegisterResponse {

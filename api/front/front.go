@@ -43,6 +43,15 @@
 // once instead; once the review is approved the daemon runs the call and
 // GET /v1/reviews/{id} reports the outcome and result. A caller sees only
 // the reviews of its own calls (same API key).
+//
+// MCP-native forms (for "utcpd mcp --connect", which serves the tools to
+// an MCP client): with ?mcp=true, GET /v1/tools and /v1/tools/{name} add
+// each MCP tool's "mcp" metadata (title, annotations, icons, _meta as its
+// server listed them); /call adds "mcp", the result as the MCP server
+// sent it, beside "result"; /stream sends each chunk's data as {"type",
+// "data", "mcp"} (type and mcp when set: "progress" events of an MCP
+// server and its "result"). An answer in these forms carries the header
+// Utcpd-MCP: 1. Without the parameter nothing changes.
 package front
 
 import (
@@ -184,6 +193,8 @@ type Tool struct {
 	Outputs json.RawMessage `json:"outputs"`
 	// Auth is the effective auth's metadata (GET /v1/tools/{name} only).
 	Auth *utcp.AuthMetadata `json:"auth,omitempty"`
+	// MCP is the tool's utcp.Tool.MCP (with ?mcp=true only).
+	MCP json.RawMessage `json:"mcp,omitempty"`
 }
 
 // ToolList is the answer to GET /v1/tools: one page.
@@ -211,6 +222,38 @@ type CallResponse struct {
 	Result any `json:"result"`
 	// IsError reports a failure the tool itself reported.
 	IsError bool `json:"is_error"`
+	// MCP is the result as an MCP server sent it (utcp.Result.MCP,
+	// utcp.ToolError.MCP), with ?mcp=true only.
+	MCP json.RawMessage `json:"mcp,omitempty"`
+}
+
+// StreamEvent is the data of a /stream chunk event with ?mcp=true.
+type StreamEvent struct {
+	// Type is the event's type ("progress", "result"), "" when none.
+	Type string `json:"type,omitempty"`
+	// Data is the event's data, as a chunk carries it without ?mcp=true.
+	Data any `json:"data"`
+	// MCP is the result as an MCP server sent it (utcp.Event.MCP).
+	MCP json.RawMessage `json:"mcp,omitempty"`
+}
+
+// HeaderMCP marks an answer in the MCP-native forms (?mcp=true).
+const HeaderMCP = "Utcpd-MCP"
+
+// mcpParam reads ?mcp=.
+func mcpParam(r *http.Request) (bool, error) {
+	if r.URL.RawQuery == "" {
+		return false, nil
+	}
+	s := r.URL.Query().Get("mcp")
+	if s == "" {
+		return false, nil
+	}
+	b, err := strconv.ParseBool(s)
+	if err != nil {
+		return false, httpx.Errorf(utcp.CodeInvalidRequest, "mcp must be true or false, got %q", s).WithDetail("parameter", "mcp")
+	}
+	return b, nil
 }
 
 var emptySchema = json.RawMessage("{}")
@@ -240,6 +283,11 @@ func (h *Handler) tool(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
+	native, err := mcpParam(r)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
 	out := toTool(t)
 	auth, err := h.g.AuthMetadata(t.Name)
 	if err != nil {
@@ -247,6 +295,10 @@ func (h *Handler) tool(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out.Auth = &auth
+	if native {
+		out.MCP = t.MCP
+		w.Header().Set(HeaderMCP, "1")
+	}
 	httpx.WriteJSON(w, http.StatusOK, out)
 }
 
@@ -337,6 +389,14 @@ func (h *Handler) call(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
+	native, err := mcpParam(r)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	if native {
+		w.Header().Set(HeaderMCP, "1")
+	}
 	d, args, err := h.prepare(w, r)
 	if err != nil {
 		h.fail(w, r, err)
@@ -355,13 +415,21 @@ func (h *Handler) call(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if te := toolError(err); te != nil {
-			writeResult(w, toolErrorValue(te), true)
+			writeResult(w, toolErrorValue(te), true, nativeOnly(native, te.MCP))
 			return
 		}
 		h.fail(w, r, err)
 		return
 	}
-	writeResult(w, res.Value, false)
+	writeResult(w, res.Value, false, nativeOnly(native, res.MCP))
+}
+
+// nativeOnly is raw when the caller asked for the MCP-native forms.
+func nativeOnly(native bool, raw json.RawMessage) json.RawMessage {
+	if !native {
+		return nil
+	}
+	return raw
 }
 
 // toolError returns the failure the tool itself reported, if err is one.
@@ -381,8 +449,8 @@ func toolErrorValue(te *utcp.ToolError) any {
 }
 
 // writeResult writes a CallResponse without going through reflection for
-// the envelope itself.
-func writeResult(w http.ResponseWriter, v any, isError bool) {
+// the envelope itself; native, when set, is its MCP member.
+func writeResult(w http.ResponseWriter, v any, isError bool, native json.RawMessage) {
 	buf := httpx.GetBuffer()
 	defer httpx.PutBuffer(buf)
 	buf.WriteString(`{"result":`)
@@ -391,10 +459,15 @@ func writeResult(w http.ResponseWriter, v any, isError bool) {
 		return
 	}
 	if isError {
-		buf.WriteString(`,"is_error":true}` + "\n")
+		buf.WriteString(`,"is_error":true`)
 	} else {
-		buf.WriteString(`,"is_error":false}` + "\n")
+		buf.WriteString(`,"is_error":false`)
 	}
+	if len(native) > 0 && json.Valid(native) {
+		buf.WriteString(`,"mcp":`)
+		buf.Write(native)
+	}
+	buf.WriteString("}\n")
 	httpx.WriteRaw(w, http.StatusOK, "application/json", buf.Bytes())
 }
 
@@ -406,6 +479,14 @@ const (
 )
 
 func (h *Handler) stream(w http.ResponseWriter, r *http.Request) {
+	native, err := mcpParam(r)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	if native {
+		w.Header().Set(HeaderMCP, "1")
+	}
 	d, args, err := h.prepare(w, r)
 	if err != nil {
 		h.fail(w, r, err)
@@ -476,7 +557,12 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request) {
 			h.streamError(sse, r, it.err)
 			return
 		}
-		data, err := json.Marshal(it.ev.Data)
+		var data []byte
+		if native {
+			data, err = json.Marshal(StreamEvent{Type: it.ev.Type, Data: it.ev.Data, MCP: it.ev.MCP})
+		} else {
+			data, err = json.Marshal(it.ev.Data)
+		}
 		if err != nil {
 			h.streamError(sse, r, fmt.Errorf("encoding an event: %w", err))
 			return

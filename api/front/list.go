@@ -157,6 +157,11 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
+	native, err := mcpParam(r)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
 	var page []*utcp.Tool
 	next := ""
 	if lq.q == "" {
@@ -172,7 +177,14 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request) {
 	}
 	out := ToolList{Tools: make([]Tool, 0, len(page)), NextCursor: next}
 	for _, t := range page {
-		out.Tools = append(out.Tools, toTool(t))
+		tool := toTool(t)
+		if native {
+			tool.MCP = t.MCP
+		}
+		out.Tools = append(out.Tools, tool)
+	}
+	if native {
+		w.Header().Set(HeaderMCP, "1")
 	}
 	httpx.WriteJSON(w, http.StatusOK, out)
 }

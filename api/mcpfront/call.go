@@ -25,8 +25,9 @@ const versionValidationErrorsAreResults = "2025-11-25"
 // progressMessageMax caps the message of a progress notification.
 const progressMessageMax = 200
 
-// call serves tools/call for the tool registered as qualified.
-func (s *Server) call(ctx context.Context, req *mcp.CallToolRequest, qualified string) (*mcp.CallToolResult, error) {
+// call serves tools/call for the tool registered as qualified; check,
+// when set, is the output schema the tool is listed with.
+func (s *Server) call(ctx context.Context, req *mcp.CallToolRequest, qualified string, check *outputCheck) (*mcp.CallToolResult, error) {
 	args, err := decodeArguments(req.Params.Arguments)
 	if err != nil {
 		return nil, rpcError(jsonrpc.CodeInvalidParams, utcp.CodeInvalidArguments, err.Error(), nil)
@@ -37,24 +38,31 @@ func (s *Server) call(ctx context.Context, req *mcp.CallToolRequest, qualified s
 		defer t.CallFinished()
 	}
 	if token := req.Params.GetProgressToken(); token != nil && req.Session != nil {
-		return s.callStreaming(ctx, req, qualified, args, opts, token)
+		return s.callStreaming(ctx, req, qualified, args, opts, token, check)
 	}
 	res, err := s.backend.CallTool(ctx, qualified, args, opts)
 	if err != nil {
 		return s.failure(req, err)
 	}
-	return Result(res.Value), nil
+	return answer(res.Value, res.MCP, check), nil
 }
 
-// callStreaming calls through the stream path, reporting each event as
-// progress, and returns the collected events as the result.
-func (s *Server) callStreaming(ctx context.Context, req *mcp.CallToolRequest, qualified string, args map[string]any, opts gateway.CallOptions, token any) (*mcp.CallToolResult, error) {
+// callStreaming calls through the stream path. A progress event (Type
+// "progress", data {"progress", "total", "message"}, as the mcp transport
+// reports a backend's notifications/progress) is sent on as the backend
+// sent it and is no part of the result. Every other event is a piece of
+// the result, reported as progress 1, 2, 3, ... (its data, cut, as the
+// message) unless it is a result event (Type "result", the mcp
+// transport's last); the result collects the pieces (one: as CallTool's,
+// the MCP server's own result included; several: one text block each).
+func (s *Server) callStreaming(ctx context.Context, req *mcp.CallToolRequest, qualified string, args map[string]any, opts gateway.CallOptions, token any, check *outputCheck) (*mcp.CallToolResult, error) {
 	st, err := s.backend.CallToolStreaming(ctx, qualified, args, opts)
 	if err != nil {
 		return s.failure(req, err)
 	}
 	defer st.Close()
-	var values []any
+	var pieces []*utcp.Event
+	numbered := 0
 	for {
 		ev, err := st.Recv()
 		if errors.Is(err, io.EOF) {
@@ -63,25 +71,137 @@ func (s *Server) callStreaming(ctx context.Context, req *mcp.CallToolRequest, qu
 		if err != nil {
 			return s.failure(req, err)
 		}
-		values = append(values, ev.Data)
 		// A client that went away does not stop the call here; its
 		// cancellation does (ctx).
+		if p, ok := progressOf(ev); ok {
+			p.ProgressToken = token
+			_ = req.Session.NotifyProgress(ctx, p)
+			continue
+		}
+		pieces = append(pieces, ev)
+		if ev.Type == "result" {
+			continue // the result itself, not progress
+		}
+		numbered++
 		_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{
 			ProgressToken: token,
-			Progress:      float64(len(values)),
+			Progress:      float64(numbered),
 			Message:       preview(ev.Data),
 		})
 	}
-	if len(values) == 1 {
-		return Result(values[0]), nil
+	switch {
+	case len(pieces) == 1:
+		return answer(pieces[0].Data, pieces[0].MCP, check), nil
+	case len(pieces) == 0:
+		return answer(nil, nil, check), nil
 	}
 	res := &mcp.CallToolResult{Content: []mcp.Content{}}
-	for _, v := range values {
-		if t, ok := textOf(v); ok {
+	for _, ev := range pieces {
+		if t, ok := textOf(ev.Data); ok {
 			res.Content = append(res.Content, &mcp.TextContent{Text: t})
 		}
 	}
+	if check != nil {
+		return schemaMismatch(res, errors.New("the tool streamed several values, not one object")), nil
+	}
 	return res, nil
+}
+
+// progressOf is the notification of a progress event: Type "progress"
+// and data holding a numeric "progress", with "total" and "message" when
+// present, the numbers as they were sent.
+func progressOf(ev *utcp.Event) (*mcp.ProgressNotificationParams, bool) {
+	if ev.Type != "progress" {
+		return nil, false
+	}
+	m, ok := decodeRaw(ev.Data).(map[string]any)
+	if !ok {
+		return nil, false
+	}
+	progress, ok := number(m["progress"])
+	if !ok {
+		return nil, false
+	}
+	p := &mcp.ProgressNotificationParams{Progress: progress}
+	if total, ok := number(m["total"]); ok {
+		p.Total = total
+	}
+	if msg, ok := m["message"].(string); ok {
+		p.Message = msg
+	}
+	return p, true
+}
+
+// number reads a JSON number (json.Number or float64).
+func number(v any) (float64, bool) {
+	switch n := v.(type) {
+	case json.Number:
+		f, err := n.Float64()
+		return f, err == nil
+	case float64:
+		return n, true
+	}
+	return 0, false
+}
+
+// answer is the MCP result of a successful call: the backend's own MCP
+// result when it sent one (native), block for block; else the value as
+// Result shapes it, checked against the tool's listed output schema
+// (check) when it has one: a value whose structuredContent would not
+// validate is an isError result saying why, so a client never gets a
+// success whose structuredContent contradicts the schema.
+func answer(value any, native json.RawMessage, check *outputCheck) *mcp.CallToolResult {
+	if res, ok := nativeResult(native); ok {
+		res.IsError = false
+		return res
+	}
+	res := Result(value)
+	if check == nil {
+		return res
+	}
+	if res.StructuredContent == nil {
+		return schemaMismatch(res, errors.New("the result is not a JSON object"))
+	}
+	if err := check.check(res.StructuredContent); err != nil {
+		return schemaMismatch(res, err)
+	}
+	return res
+}
+
+// schemaMismatch is the isError result of a value that does not match
+// the output schema: what is wrong, then the value's text.
+func schemaMismatch(res *mcp.CallToolResult, why error) *mcp.CallToolResult {
+	out := &mcp.CallToolResult{IsError: true, Content: []mcp.Content{
+		&mcp.TextContent{Text: "the tool's result does not match its output schema: " + why.Error()},
+	}}
+	out.Content = append(out.Content, res.Content...)
+	return out
+}
+
+// nativeResult decodes a CallToolResult as an MCP server sent it
+// (utcp.Result.MCP): its content blocks (annotations and _meta kept),
+// its _meta and its structuredContent, which is passed on as the exact
+// JSON received. False when raw is empty or not such a result.
+func nativeResult(raw json.RawMessage) (*mcp.CallToolResult, bool) {
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return nil, false
+	}
+	res := &mcp.CallToolResult{}
+	if err := json.Unmarshal(raw, res); err != nil {
+		return nil, false
+	}
+	var structured struct {
+		S json.RawMessage `json:"structuredContent"`
+	}
+	if json.Unmarshal(raw, &structured) == nil && len(structured.S) > 0 && !bytes.Equal(bytes.TrimSpace(structured.S), []byte("null")) {
+		res.StructuredContent = structured.S
+	} else {
+		res.StructuredContent = nil
+	}
+	if res.Content == nil {
+		res.Content = []mcp.Content{}
+	}
+	return res, true
 }
 
 // principal names the caller: the API key's principal over HTTP, else
@@ -183,6 +303,10 @@ func (s *Server) failure(req *mcp.CallToolRequest, err error) (*mcp.CallToolResu
 	var te *utcp.ToolError
 	code := utcp.CodeOf(err)
 	if code == utcp.CodeToolError && errors.As(err, &te) {
+		if res, ok := nativeResult(te.MCP); ok {
+			res.IsError = true
+			return res, nil
+		}
 		return toolErrorResult(te), nil
 	}
 	_, env := httpx.Problem(err)

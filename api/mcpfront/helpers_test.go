@@ -24,6 +24,7 @@ import (
 	"github.com/utcpd/utcpd/transports"
 	"github.com/utcpd/utcpd/transports/cli"
 	utcphttp "github.com/utcpd/utcpd/transports/http"
+	utcpmcp "github.com/utcpd/utcpd/transports/mcp"
 	utcptext "github.com/utcpd/utcpd/transports/text"
 	"github.com/utcpd/utcpd/transports/transporttest/fixture"
 )
@@ -67,6 +68,9 @@ type envOptions struct {
 	guard guard.Guard
 	// cli registers the cli fixture program as manual "clidemo".
 	cli bool
+	// manuals are registered (name → call template) before the front is
+	// created.
+	manuals map[string]string
 }
 
 func newEnv(t *testing.T, eo envOptions) *env {
@@ -82,7 +86,7 @@ func newEnv(t *testing.T, eo envOptions) *env {
 	e.demo = "http://" + ln.Addr().String()
 
 	types := transports.NewRegistry()
-	for _, info := range []transports.Info{utcphttp.Info, cli.Info, utcptext.Info} {
+	for _, info := range []transports.Info{utcphttp.Info, cli.Info, utcptext.Info, utcpmcp.Info} {
 		if err := types.Register(info); err != nil {
 			t.Fatal(err)
 		}
@@ -112,6 +116,9 @@ func newEnv(t *testing.T, eo envOptions) *env {
 		tmpl["name"] = "clidemo"
 		raw, _ := json.Marshal(tmpl)
 		e.register("clidemo", string(raw))
+	}
+	for name, raw := range eo.manuals {
+		e.register(name, raw)
 	}
 
 	opts := eo.front

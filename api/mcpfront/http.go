@@ -104,6 +104,12 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusNoContent)
 		return
 	}
+	// What the SDK refuses (a body that is not JSON, a missing Accept, an
+	// unknown session, ...) it writes as text/plain: make it a JSON-RPC
+	// error object, as the front's own refusals.
+	jw := &jsonRefusals{ResponseWriter: w}
+	defer jw.finish()
+	w = jw
 	if s.keys.Len() > 0 {
 		tok, ok := httpx.BearerToken(r)
 		if !ok {
@@ -244,14 +250,119 @@ func Refuse(w http.ResponseWriter, err *utcp.Error) {
 // writeHTTPError writes a JSON-RPC error without an id, as the MCP
 // transport allows for HTTP-level refusals, with the utcpd code in data.
 func writeHTTPError(w http.ResponseWriter, status int, code utcp.Code, message string) {
+	writeRPCError(w, status, -32000, code, message)
+}
+
+// writeRPCError writes a JSON-RPC error of code rpc without an id, with
+// the utcpd code in data and the HTTP status.
+func writeRPCError(w http.ResponseWriter, status int, rpc int64, code utcp.Code, message string) {
 	data, _ := json.Marshal(map[string]any{"code": code, "details": map[string]any{}})
 	body, _ := json.Marshal(map[string]any{
 		"jsonrpc": "2.0",
 		"id":      nil,
-		"error":   &jsonrpc.Error{Code: -32000, Message: message, Data: data},
+		"error":   &jsonrpc.Error{Code: rpc, Message: message, Data: data},
 	})
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)
 	_, _ = w.Write(append(body, '\n'))
+}
+
+// maxRefusalBody caps the text of a refusal kept for its JSON-RPC form.
+const maxRefusalBody = 4 << 10
+
+// jsonRefusals is the ResponseWriter the SDK's handlers get: an error
+// status written as text/plain (http.Error) is held back and written by
+// finish as a JSON-RPC error object without an id, with the same status,
+// the SDK's message, and the utcpd code in its data. Everything else
+// passes through unchanged, streams included (Flush, Unwrap).
+type jsonRefusals struct {
+	http.ResponseWriter
+	wrote   bool
+	refusal int // the status of a held-back refusal, 0 if none
+	body    []byte
+}
+
+func (j *jsonRefusals) WriteHeader(status int) {
+	if j.wrote {
+		return
+	}
+	j.wrote = true
+	if status >= 400 && strings.HasPrefix(j.Header().Get("Content-Type"), "text/plain") {
+		j.refusal = status
+		return
+	}
+	j.ResponseWriter.WriteHeader(status)
+}
+
+func (j *jsonRefusals) Write(p []byte) (int, error) {
+	if !j.wrote {
+		j.WriteHeader(http.StatusOK)
+	}
+	if j.refusal != 0 {
+		if room := maxRefusalBody - len(j.body); room > 0 {
+			j.body = append(j.body, p[:min(len(p), room)]...)
+		}
+		return len(p), nil
+	}
+	return j.ResponseWriter.Write(p)
+}
+
+// Flush passes a stream's flush on; a held-back refusal is not flushed.
+func (j *jsonRefusals) Flush() {
+	if j.refusal != 0 {
+		return
+	}
+	if f, ok := j.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Unwrap lets http.ResponseController reach the connection.
+func (j *jsonRefusals) Unwrap() http.ResponseWriter { return j.ResponseWriter }
+
+// finish writes a held-back refusal.
+func (j *jsonRefusals) finish() {
+	if j.refusal == 0 {
+		return
+	}
+	msg := strings.TrimSpace(strings.ToValidUTF8(string(j.body), "\uFFFD"))
+	code, rpc := refusalCode(j.refusal, msg)
+	j.Header().Del("Content-Length")
+	if msg == "" {
+		msg = http.StatusText(j.refusal)
+	}
+	writeRPCError(j.ResponseWriter, j.refusal, rpc, code, msg)
+}
+
+// refusalCode maps a refusal of the SDK to the utcpd code and the
+// JSON-RPC error code of its answer: a body that is not JSON is -32700
+// (parse error), another bad request -32600 (invalid request), a
+// session the server does not know -32001 (as MCP clients read it), a
+// server failure -32603, the rest -32000 like the front's own refusals.
+func refusalCode(status int, msg string) (utcp.Code, int64) {
+	switch status {
+	case http.StatusBadRequest:
+		// "cannot unmarshal": valid JSON of the wrong shape.
+		if strings.HasPrefix(msg, "malformed payload") && !strings.Contains(msg, "cannot unmarshal") {
+			return utcp.CodeInvalidRequest, jsonrpc.CodeParseError
+		}
+		return utcp.CodeInvalidRequest, jsonrpc.CodeInvalidRequest
+	case http.StatusNotFound:
+		return utcp.CodeNotFound, -32001
+	case http.StatusUnauthorized:
+		return utcp.CodeUnauthorized, -32000
+	case http.StatusForbidden:
+		return utcp.CodeForbidden, -32000
+	case http.StatusMethodNotAllowed:
+		return utcp.CodeMethodNotAllowed, -32000
+	case http.StatusRequestEntityTooLarge:
+		return utcp.CodePayloadTooLarge, -32000
+	case http.StatusUnsupportedMediaType:
+		return utcp.CodeUnsupportedMediaType, -32600
+	}
+	if status >= 500 {
+		return utcp.CodeInternal, jsonrpc.CodeInternalError
+	}
+	return utcp.CodeInvalidRequest, jsonrpc.CodeInvalidRequest
 }

@@ -29,31 +29,48 @@
 // share a name; the front keeps the map back to the qualified name, which
 // every tool also carries in _meta["utcpd/qualified_name"]. With
 // Options.ShortNames a tool is listed under its name without the manual
-// prefix while no other tool has that name. The input schema is the tool's
-// (an object schema; a schema without "type" gets "type": "object"), the
-// output schema is listed when it is an object schema, an empty description
-// is replaced by one naming the tool, and the tags read_only, destructive,
-// idempotent and open_world become the matching annotations (the MCP client
-// transport turns annotations into these tags). notifications/tools/
-// list_changed is sent when the tool set changes (Backend.Subscribe).
-// With Options.CodeMode the front also lists codemode.run, which runs a
-// Lua program through CodeMode (package api/codemode); a Backend tool
-// whose MCP name would be codemode.run is left out.
+// prefix while no other tool has that name; with Options.NativeNames the
+// tools of the MCP servers named there are listed exactly as their server
+// names them. The input schema is the tool's (an object schema; a schema
+// without "type" gets "type": "object"), the output schema is listed when
+// it is an object schema that compiles, and an empty description is
+// replaced by one naming the tool. A tool an MCP server listed keeps that
+// server's title, annotations, icons and _meta (utcp.Tool.MCP, utcpd's
+// _meta keys added); for every other tool the tags read_only,
+// destructive, idempotent and open_world become the matching
+// annotations, and an http tool's method adds readOnlyHint (GET, HEAD)
+// or destructiveHint (DELETE). notifications/tools/list_changed is sent when the tool set
+// changes (Backend.Subscribe). With Options.CodeMode the front also lists
+// codemode.run, which runs a Lua program through CodeMode (package
+// api/codemode); a Backend tool whose MCP name would be codemode.run is
+// left out.
 //
 // # Calls and errors
 //
-// A result that is a JSON object is structuredContent plus a text block
-// holding its JSON; a string is a text block; any other value is a text
-// block holding its JSON; null is no content. A request with a
-// progressToken is called through CallToolStreaming: every event is a
-// notifications/progress (progress 1, 2, 3, ...; the event's data, cut to
-// 200 bytes, as the message) and the result collects the events (one event:
-// as above; several: one text block each).
+// A result an MCP server sent (utcp.Result.MCP) is answered as the server
+// sent it: every content block (text, image, audio, embedded resource,
+// resource link, with annotations and _meta), the result's _meta, and
+// structuredContent as the exact JSON received. Any other result value:
+// a JSON object is structuredContent plus a text block holding its JSON;
+// a string is a text block; any other value is a text block holding its
+// JSON; null is no content. A tool listed with an output schema answers
+// a value that is not an object, or an object the schema refuses, as an
+// isError result saying what does not match, followed by the value's
+// text: a success always carries structuredContent that validates.
 //
-// A failure the tool reports (*utcp.ToolError) is an isError result whose
-// text is the tool's message. Gateway failures follow the MCP rule that
-// errors a model can act on are results and protocol problems are JSON-RPC
-// errors:
+// A request with a progressToken is called through CallToolStreaming. A
+// progress event (an MCP server's notifications/progress) is sent on with
+// its progress, total and message as the server sent them, and is no
+// part of the result. Every other event is a piece of the result: the
+// MCP server's result event, or a streaming transport's pieces, each of
+// which is also a notifications/progress (progress 1, 2, 3, ...; the
+// event's data, cut to 200 bytes, as the message). The result collects
+// the pieces (one: as above; several: one text block each).
+//
+// A failure the tool reports (*utcp.ToolError) is an isError result: the
+// MCP server's own result when it sent one, else the tool's message.
+// Gateway failures follow the MCP rule that errors a model can act on are
+// results and protocol problems are JSON-RPC errors:
 //
 //	JSON-RPC -32602  unknown tool (the SDK), tool_not_found, ambiguous_tool,
 //	                 invalid_request, arguments that are not a JSON object,
@@ -87,6 +104,7 @@ package mcpfront
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -184,6 +202,17 @@ type Options struct {
 	// another manual adds a tool of the same name (clients are sent
 	// list_changed).
 	ShortNames bool
+	// NativeNames are MCP servers, each named "manual.server" (the
+	// manual's name and the server's name in its mcpServers), whose tools
+	// are listed exactly as their server names them ("echo", not
+	// "manual.server.echo"), so that a client written for that server
+	// works unchanged. Native names are given before every other name.
+	// New refuses prefixes that overlap, and a tool set in which a
+	// native name is not free (two servers with a tool of the same name,
+	// or a native name that is another tool's name); a collision that
+	// appears later (a refresh) keeps the first server's tool under the
+	// name, the other under its qualified name, and is logged.
+	NativeNames []string
 	// Principal is the principal of calls that no API key authenticated
 	// (stdio, or HTTP without APIKeys); "" is anonymous.
 	Principal string
@@ -257,6 +286,7 @@ type Server struct {
 type published struct {
 	qualified   string
 	fingerprint string
+	check       *outputCheck // the listed output schema, nil if none
 }
 
 // New returns the MCP front for opts: it reads the Backend's tools once
@@ -273,6 +303,9 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		if k == "" {
 			return nil, errors.New("mcpfront: an API key is empty")
 		}
+	}
+	if err := checkNative(opts.NativeNames); err != nil {
+		return nil, err
 	}
 	if opts.PageSize < 0 || opts.CallTimeout < 0 || opts.MaxBodyBytes < 0 {
 		return nil, errors.New("mcpfront: page size, call timeout and body limit must not be negative")
@@ -325,6 +358,17 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		if err := s.addCodeMode(); err != nil {
 			s.endLife()
 			return nil, err
+		}
+	}
+	if len(opts.NativeNames) > 0 {
+		tools, err := backend.Tools(ctx)
+		if err != nil {
+			s.endLife()
+			return nil, fmt.Errorf("mcpfront: listing the tools: %w", err)
+		}
+		if c := nativeCollisions(opts.NativeNames, tools, s.naming().Names(tools)); len(c) > 0 {
+			s.endLife()
+			return nil, fmt.Errorf("mcpfront: native names collide: %s", strings.Join(c, "; "))
 		}
 	}
 	if err := s.sync(ctx); err != nil {

@@ -91,6 +91,15 @@ func TestMCPTool(t *testing.T) {
 			in: `{"type":"object"}`, out: `null`, anno: `{"idempotentHint":true,"openWorldHint":true,"readOnlyHint":true}`, desc: "d"},
 		{name: "destructive", tool: utcp.Tool{Name: "m.t", Description: "d", Tags: []string{"destructive"}},
 			in: `{"type":"object"}`, out: `null`, anno: `{"destructiveHint":true,"idempotentHint":false,"readOnlyHint":false}`, desc: "d"},
+		{name: "http GET", tool: utcp.Tool{Name: "m.t", Description: "d", ToolCallTemplate: &utcp.CallTemplate{Type: "http", Raw: json.RawMessage(`{"call_template_type":"http","http_method":"get"}`)}},
+			in: `{"type":"object"}`, out: `null`, anno: `{"idempotentHint":false,"readOnlyHint":true}`, desc: "d"},
+		{name: "http DELETE", tool: utcp.Tool{Name: "m.t", Description: "d", ToolCallTemplate: &utcp.CallTemplate{Type: "http", Raw: json.RawMessage(`{"call_template_type":"http","http_method":"DELETE"}`)}},
+			in: `{"type":"object"}`, out: `null`, anno: `{"destructiveHint":true,"idempotentHint":false,"readOnlyHint":false}`, desc: "d"},
+		{name: "http POST", tool: utcp.Tool{Name: "m.t", Description: "d", ToolCallTemplate: &utcp.CallTemplate{Type: "http", Raw: json.RawMessage(`{"call_template_type":"http","http_method":"POST"}`)}},
+			in: `{"type":"object"}`, out: `null`, anno: `null`, desc: "d"},
+		{name: "MCP metadata", tool: utcp.Tool{Name: "m.s.t", Description: "d", Tags: []string{"read_only"},
+			MCP: json.RawMessage(`{"title":"T","annotations":{"readOnlyHint":false,"idempotentHint":true}}`)},
+			in: `{"type":"object"}`, out: `null`, anno: `{"idempotentHint":true,"readOnlyHint":false}`, desc: "d"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			mt := MCPTool("n", &tc.tool)
@@ -156,5 +165,23 @@ func TestResult(t *testing.T) {
 				t.Error("isError set")
 			}
 		})
+	}
+}
+
+func TestNamingNative(t *testing.T) {
+	tools := []*utcp.Tool{{Name: "a.add"}, {Name: "m.srv.add"}, {Name: "m.srv.echo"}, {Name: "m.other.echo"}, {Name: "b.echo"}}
+	got := Naming{Short: true, Native: []string{"m.srv"}}.Names(tools)
+	// The native names win; a short name they take falls back to the
+	// qualified name, never to a mangled one.
+	want := []string{"a.add", "add", "echo", "other.echo", "b.echo"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("names (-want +got):\n%s", diff)
+	}
+	if c := nativeCollisions([]string{"m.srv"}, tools, got); len(c) != 0 {
+		t.Errorf("collisions %v, want none", c)
+	}
+	both := Naming{Native: []string{"m.srv", "m.other"}}.Names(tools)
+	if c := nativeCollisions([]string{"m.srv", "m.other"}, tools, both); len(c) != 1 || !strings.Contains(c[0], "m.other.echo") {
+		t.Errorf("collisions %v, want m.other.echo's", c)
 	}
 }

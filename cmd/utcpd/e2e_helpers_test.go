@@ -126,6 +126,8 @@ type daemonOpts struct {
 	dir     string   // working directory; default a new temporary one
 	dataDir string   // --data-dir; default a new temporary one
 	noWait  bool     // do not wait for /readyz
+	bin     string   // the binary; default binPath
+	sys     *syscall.SysProcAttr
 }
 
 // cleanEnv is the test process's environment without UTCPD_* variables,
@@ -159,7 +161,12 @@ func startDaemon(t testing.TB, o daemonOpts) *proc {
 	}
 	args = append(args, "--data-dir", o.dataDir)
 	args = append(args, o.args...)
-	cmd := exec.Command(binPath, args...)
+	bin := binPath
+	if o.bin != "" {
+		bin = o.bin
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.SysProcAttr = o.sys
 	cmd.Dir = o.dir
 	cmd.Env = cleanEnv(o.dir, o.env...)
 	p := &proc{t: t, cmd: cmd, stderr: &syncBuffer{}, done: make(chan struct{})}

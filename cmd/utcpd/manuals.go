@@ -79,8 +79,19 @@ func newManualsListCmd() *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "list",
-		Short: "List the registered manuals with their source and tool count",
-		Args:  cobra.NoArgs,
+		Short: "List the manuals with their source, status, tool count and last error",
+		Long: `list shows every manual the daemon knows, with its STATUS:
+  ready        its tools are the ones its backend lists now
+  discovering  its first discovery is under way, or it serves a stored copy
+               whose rediscovery is pending
+  failed       it could not be registered and contributes no tools; the
+               daemon retries it in the background (LAST ERROR says why;
+               "utcpd manuals refresh NAME" retries at once)
+  degraded     its last discovery failed; the tools of an earlier one keep
+               serving while it is retried
+--json prints the daemon's answer, with last_error, last_success and
+next_retry.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := af.client()
 			if err != nil {
@@ -96,9 +107,9 @@ func newManualsListCmd() *cobra.Command {
 				return writeJSON(cmd.OutOrStdout(), list)
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "NAME\tTYPE\tSOURCE\tTOOLS\tREFRESHED")
+			fmt.Fprintln(tw, "NAME\tTYPE\tSOURCE\tSTATUS\tTOOLS\tREFRESHED\tLAST ERROR")
 			for _, m := range list.Manuals {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", m.Name, m.Type, m.Source, m.ToolCount, m.Refreshed.Local().Format(time.DateTime))
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", m.Name, orDash(m.Type), m.Source, m.Status, m.ToolCount, timeOrDash(m.Refreshed), lastError(m.Health))
 			}
 			return tw.Flush()
 		},
@@ -333,4 +344,38 @@ func templateName(raw json.RawMessage) string {
 	}
 	_ = json.Unmarshal(raw, &head)
 	return head.Name
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func timeOrDash(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.Local().Format(time.DateTime)
+}
+
+// lastError is the LAST ERROR column: code and message, clipped, with
+// when the next retry is due.
+func lastError(h admin.Health) string {
+	if h.LastError == nil {
+		return "-"
+	}
+	msg := string(h.LastError.Code) + ": " + h.LastError.Message
+	if r := []rune(msg); len(r) > 100 {
+		msg = string(r[:99]) + "…"
+	}
+	if h.NextRetry != nil {
+		if d := time.Until(*h.NextRetry); d > time.Second {
+			msg += fmt.Sprintf(" (retry in %s)", d.Round(time.Second))
+		} else {
+			msg += " (retrying)"
+		}
+	}
+	return msg
 }

@@ -35,7 +35,8 @@ const defaultMCPPoll = 10 * time.Second
 func newMCPCmd() *cobra.Command {
 	var (
 		configPath, connect, apiKey, logLevel string
-		strict, shortNames                    bool
+		strict, shortNames, codeMode          bool
+		nativeNames                           []string
 		timeout, poll                         time.Duration
 	)
 	cmd := &cobra.Command{
@@ -57,8 +58,10 @@ Two modes:
 With neither, ./utcpd.json runs in-process when it exists, else the daemon at
 http://127.0.0.1:8787 is used.
 
-Tools are listed under their qualified names (manual.tool); see docs/mcp.md for
-names, results and the error mapping. Standard output carries only MCP
+Tools are listed under their qualified names (manual.tool); --native-names
+manual.server lists that MCP server's tools exactly as the server names them;
+--codemode (with --config) also offers codemode.run. See docs/mcp.md for names,
+results and the error mapping. Standard output carries only MCP
 messages; warnings and logs go to standard error.
 
 Example client configuration (Claude Desktop, Cursor, ...):
@@ -77,7 +80,7 @@ unusable configuration.`,
 			log := slog.New(utcp.RedactHandler(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level})))
 			opts := mcpfront.Options{
 				Name: "utcpd", Version: versionString(), CallTimeout: timeout, ShortNames: shortNames,
-				Principal: "stdio", Logger: log,
+				NativeNames: nativeNames, Principal: "stdio", Logger: log,
 			}
 			server := connect
 			if server == "" && !cmd.Flags().Changed("config") {
@@ -102,6 +105,9 @@ unusable configuration.`,
 				if poll <= 0 {
 					return &exitError{code: exitUsage, err: errors.New("--poll must be positive")}
 				}
+				if codeMode {
+					return &exitError{code: exitUsage, err: errors.New("--codemode needs --config: bridged, the daemon's tools are what the front lists")}
+				}
 				opts.Backend = &restBackend{c: c, poll: poll}
 			} else {
 				path := configPath
@@ -120,19 +126,24 @@ unusable configuration.`,
 				}
 				defer g.Close()
 				opts.Gateway = g
-				// In-process, the front offers CodeMode as the daemon's does
+				// In-process and asked for, the front offers CodeMode
 				// (codemode.run); bridged, the daemon's tools are what it lists.
-				runner, err := codemode.New(codemode.Options{Tools: g})
-				if err != nil {
-					return err
+				if codeMode {
+					runner, err := codemode.New(codemode.Options{Tools: g})
+					if err != nil {
+						return err
+					}
+					opts.CodeMode = runner
 				}
-				opts.CodeMode = runner
 			}
 			if timeout <= 0 {
 				return &exitError{code: exitUsage, err: errors.New("--timeout must be positive")}
 			}
 			front, err := mcpfront.New(cmd.Context(), opts)
 			if err != nil {
+				if len(nativeNames) > 0 && strings.Contains(err.Error(), "native name") {
+					return &exitError{code: exitUsage, err: err}
+				}
 				return err
 			}
 			defer front.Close()
@@ -146,6 +157,8 @@ unusable configuration.`,
 	fl.StringVar(&connect, "connect", "", "bridge to the running daemon at this URL [$UTCPD_SERVER]")
 	fl.StringVar(&apiKey, "api-key", "", "with --connect: API key for the REST front; prefer $UTCPD_API_KEY, flags show in ps [$UTCPD_API_KEY]")
 	fl.BoolVar(&shortNames, "short-names", false, "list a tool under its name without the manual prefix while no other tool has that name")
+	fl.StringArrayVar(&nativeNames, "native-names", nil, "list the tools of this MCP server (manual.server) exactly as the server names them (repeatable; colliding names are refused)")
+	fl.BoolVar(&codeMode, "codemode", false, "in-process: also offer codemode.run (CodeMode)")
 	fl.DurationVar(&timeout, "timeout", mcpfront.DefaultCallTimeout, "deadline of each tool call (a daemon caps it at its max_timeout)")
 	fl.DurationVar(&poll, "poll", defaultMCPPoll, "with --connect: how often the daemon's tools are re-read to notice changes")
 	fl.StringVar(&logLevel, "log-level", "warn", "log level on standard error: debug, info, warn or error")
@@ -164,37 +177,54 @@ type restBackend struct {
 	poll time.Duration
 }
 
-// Tools reads every tool (GET /v1/tools, page by page).
+// Tools reads every tool (GET /v1/tools, page by page), with the
+// metadata of MCP tools (?mcp=true).
 func (b *restBackend) Tools(ctx context.Context) ([]*utcp.Tool, error) {
-	tools, err := remoteTools(ctx, b.c, url.Values{}, 0)
+	tools, err := remoteTools(ctx, b.c, url.Values{"mcp": {"true"}}, 0)
 	if err != nil {
 		return nil, fromRemote(err)
 	}
 	return tools, nil
 }
 
-// CallTool posts to /v1/tools/{name}/call with opts.Timeout as ?timeout=.
-// An is_error answer is a *utcp.ToolError carrying the tool's value.
+// CallTool posts to /v1/tools/{name}/call?mcp=true with opts.Timeout as
+// ?timeout=. An is_error answer is a *utcp.ToolError carrying the tool's
+// value; an MCP server's own result comes back in MCP.
 func (b *restBackend) CallTool(ctx context.Context, name string, args map[string]any, opts gateway.CallOptions) (*utcp.Result, error) {
 	var out front.CallResponse
-	err := b.c.do(ctx, http.MethodPost, "/v1/tools/"+pathEscape(name)+"/call", timeoutQuery(opts.Timeout), front.CallRequest{Arguments: args}, &out)
+	err := b.c.do(ctx, http.MethodPost, "/v1/tools/"+pathEscape(name)+"/call", nativeQuery(opts.Timeout), front.CallRequest{Arguments: args}, &out)
 	if err != nil {
 		return nil, fromRemote(err)
 	}
 	if out.IsError {
-		return nil, toolErrorOf(out.Result)
+		te := toolErrorOf(out.Result)
+		te.MCP = out.MCP
+		return nil, te
 	}
-	return &utcp.Result{Value: out.Result}, nil
+	return &utcp.Result{Value: out.Result, MCP: out.MCP}, nil
 }
 
-// CallToolStreaming posts to /v1/tools/{name}/stream and reads its events.
+// nativeQuery is timeoutQuery with mcp=true: the daemon's answers in
+// their MCP-native forms (see package api/front).
+func nativeQuery(d time.Duration) url.Values {
+	q := timeoutQuery(d)
+	if q == nil {
+		q = url.Values{}
+	}
+	q.Set("mcp", "true")
+	return q
+}
+
+// CallToolStreaming posts to /v1/tools/{name}/stream?mcp=true and reads
+// its events, with their types and MCP results when the daemon answers in
+// that form (header Utcpd-MCP).
 func (b *restBackend) CallToolStreaming(ctx context.Context, name string, args map[string]any, opts gateway.CallOptions) (transports.Stream, error) {
 	body, err := json.Marshal(front.CallRequest{Arguments: args})
 	if err != nil {
 		return nil, err
 	}
 	target := strings.TrimRight(b.c.base.String(), "/") + "/v1/tools/" + pathEscape(name) + "/stream"
-	if q := timeoutQuery(opts.Timeout).Encode(); q != "" {
+	if q := nativeQuery(opts.Timeout).Encode(); q != "" {
 		target += "?" + q
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(body))
@@ -221,7 +251,7 @@ func (b *restBackend) CallToolStreaming(ctx context.Context, name string, args m
 	}
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64<<10), 64<<20)
-	return &sseStream{body: resp.Body, sc: sc}, nil
+	return &sseStream{body: resp.Body, sc: sc, native: resp.Header.Get(front.HeaderMCP) == "1"}, nil
 }
 
 // Subscribe calls fn every poll interval: the MCP front re-reads the
@@ -298,11 +328,13 @@ func toolErrorOf(v any) *utcp.ToolError {
 }
 
 // sseStream reads the REST front's stream events: chunk (an event),
-// end (io.EOF) and error (the envelope's error).
+// end (io.EOF) and error (the envelope's error). native: chunks carry a
+// front.StreamEvent.
 type sseStream struct {
-	body io.ReadCloser
-	sc   *bufio.Scanner
-	err  error
+	body   io.ReadCloser
+	sc     *bufio.Scanner
+	err    error
+	native bool
 }
 
 // Recv returns the next chunk event, io.EOF after the end event, or the
@@ -359,6 +391,13 @@ func (s *sseStream) decode(event, id string, data []byte) (*utcp.Event, error) {
 	case "chunk", "":
 		dec := json.NewDecoder(bytes.NewReader(data))
 		dec.UseNumber()
+		if s.native {
+			var ev front.StreamEvent
+			if err := dec.Decode(&ev); err != nil {
+				return nil, utcp.Errorf(utcp.CodeTransportError, "a stream event is not JSON: %w", err)
+			}
+			return &utcp.Event{Type: ev.Type, ID: id, Data: ev.Data, MCP: ev.MCP}, nil
+		}
 		var v any
 		if err := dec.Decode(&v); err != nil {
 			return nil, utcp.Errorf(utcp.CodeTransportError, "a stream event is not JSON: %w", err)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +17,9 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/utcpd/utcpd/examples/servers/mcp/mcpserver"
+	"github.com/utcpd/utcpd/transports/transporttest/fixture"
 )
 
 // mcpClient connects a go-sdk client to t at protocol version pv ("" for
@@ -144,13 +148,21 @@ func TestMCPStdioConfig(t *testing.T) {
 	writeFile(t, cfg, fmt.Sprintf(`{"manual_call_templates": [%s]}`, be.template("demo")))
 	for _, pv := range []string{"", "2025-11-25"} {
 		t.Run("protocol "+pv, func(t *testing.T) {
-			c, err := connectMCP(t, mcpCommand(dir, nil, "--config", cfg), pv)
+			c, err := connectMCP(t, mcpCommand(dir, nil, "--config", cfg, "--codemode"), pv)
 			if err != nil {
 				t.Fatal(err)
 			}
 			checkMCPTools(t, c, true)
 		})
 	}
+	// CodeMode is offered only when asked for.
+	t.Run("without --codemode", func(t *testing.T) {
+		c, err := connectMCP(t, mcpCommand(dir, nil, "--config", cfg), "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkMCPTools(t, c, false)
+	})
 }
 
 // TestMCPStdioConnect bridges "utcpd mcp --connect" to a running daemon
@@ -205,7 +217,7 @@ func TestMCPOverHTTP(t *testing.T) {
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "utcpd.json")
 	writeFile(t, cfg, fmt.Sprintf(`{"manual_call_templates": [%s],
-  "gateway": {"api_keys": ["k1"], "allowed_origins": ["https://app.example.com"]}}`, be.template("demo")))
+  "gateway": {"api_keys": ["k1"], "allowed_origins": ["https://app.example.com"], "mcp": {"codemode": true}}}`, be.template("demo")))
 	d := startDaemon(t, daemonOpts{dir: dir, args: []string{"--config", cfg}})
 	post := func(origin, key string) int {
 		req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, d.URL+"/mcp", strings.NewReader(
@@ -322,8 +334,8 @@ func TestMCPStdioInspector(t *testing.T) {
 		return res, string(out)
 	}
 	res, out := run("--method", "tools/list")
-	// The five demo tools and the front's own codemode.run.
-	if tools, _ := res["tools"].([]any); len(tools) != 6 || !strings.Contains(out, `"demo.add"`) || !strings.Contains(out, `"codemode.run"`) {
+	// The five demo tools, and no codemode.run (not asked for).
+	if tools, _ := res["tools"].([]any); len(tools) != 5 || !strings.Contains(out, `"demo.add"`) || strings.Contains(out, `"codemode.run"`) {
 		t.Errorf("tools/list:\n%s", out)
 	}
 	res, out = run("--method", "tools/call", "--tool-name", "demo.add", "--tool-arg", "a=20", "b=22")
@@ -333,5 +345,112 @@ func TestMCPStdioInspector(t *testing.T) {
 	res, out = run("--method", "tools/call", "--tool-name", "demo.fail", "--tool-arg", "message=stdio failure")
 	if res["isError"] != true || !strings.Contains(out, "stdio failure") {
 		t.Errorf("tools/call demo.fail:\n%s", out)
+	}
+}
+
+// TestMCPStdioConnectNative bridges "utcpd mcp --connect --native-names"
+// to a daemon with an MCP server behind it (the demo MCP server over
+// Streamable HTTP) and compares with a go-sdk client on that server
+// directly: the tools under their own names with their annotations; an
+// image block; progress with the server's total and message, and the
+// result without the progress in it.
+func TestMCPStdioConnectNative(t *testing.T) {
+	demo := httptest.NewServer(mcpserver.New(fixture.New(), mcpserver.Options{}).Handler(mcpserver.HTTPOptions{}))
+	t.Cleanup(demo.Close)
+	d := startDaemon(t, daemonOpts{env: []string{"UTCPD_API_KEYS=k1", "UTCPD_ADMIN_TOKEN=adm"}})
+	manual := fmt.Sprintf(`{"name": "be", "call_template_type": "mcp", "config": {"mcpServers": {"demo": {"url": %q}}}}`, demo.URL)
+	if status, body := request(t, "POST", d.URL+"/admin/manuals", "adm", manual); status != http.StatusCreated && status != http.StatusOK {
+		t.Fatalf("registering the manual: %d %s", status, body)
+	}
+	type seen struct {
+		s        *mcp.ClientSession
+		progress chan *mcp.ProgressNotificationParams
+	}
+	open := func(tr mcp.Transport) seen {
+		t.Helper()
+		c := seen{progress: make(chan *mcp.ProgressNotificationParams, 64)}
+		cl := mcp.NewClient(&mcp.Implementation{Name: "utcpd-e2e", Version: "1"}, &mcp.ClientOptions{
+			ProgressNotificationHandler: func(_ context.Context, r *mcp.ProgressNotificationClientRequest) { c.progress <- r.Params },
+		})
+		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+		defer cancel()
+		s, err := cl.Connect(ctx, tr, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Close() })
+		c.s = s
+		return c
+	}
+	direct := open(&mcp.StreamableClientTransport{Endpoint: demo.URL, MaxRetries: -1})
+	bridged := open(mcpCommand(t.TempDir(), []string{"UTCPD_API_KEY=k1"}, "--connect", d.URL, "--native-names", "be.demo"))
+
+	tools := func(c seen) map[string]*mcp.Tool {
+		out := map[string]*mcp.Tool{}
+		for tool, err := range c.s.Tools(t.Context(), nil) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			out[tool.Name] = tool
+		}
+		return out
+	}
+	want, got := tools(direct), tools(bridged)
+	for name, w := range want {
+		g, ok := got[name]
+		if !ok {
+			t.Errorf("%s not listed through the bridge under its own name", name)
+			continue
+		}
+		wa, _ := json.Marshal(w.Annotations)
+		ga, _ := json.Marshal(g.Annotations)
+		if string(wa) != string(ga) || g.Title != w.Title {
+			t.Errorf("%s: annotations %s title %q through the bridge, want %s %q", name, ga, g.Title, wa, w.Title)
+		}
+	}
+	call := func(c seen, name, args string, token any) (*mcp.CallToolResult, []*mcp.ProgressNotificationParams) {
+		t.Helper()
+		p := &mcp.CallToolParams{Name: name, Arguments: json.RawMessage(args)}
+		if token != nil {
+			p.SetProgressToken(token)
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+		defer cancel()
+		res, err := c.s.CallTool(ctx, p)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		var ps []*mcp.ProgressNotificationParams
+		for {
+			select {
+			case p := <-c.progress:
+				ps = append(ps, p)
+				continue
+			case <-time.After(300 * time.Millisecond):
+			}
+			break
+		}
+		return res, ps
+	}
+	for _, c := range []struct {
+		tool, args string
+		token      any
+	}{
+		{"content_types", `{}`, nil},
+		{"add", `{"a":2,"b":3}`, nil},
+		{"count", `{"n":3}`, "p1"},
+	} {
+		wantRes, wantProgress := call(direct, c.tool, c.args, c.token)
+		gotRes, gotProgress := call(bridged, c.tool, c.args, c.token)
+		wr, _ := json.Marshal(wantRes)
+		gr, _ := json.Marshal(gotRes)
+		if string(wr) != string(gr) {
+			t.Errorf("%s through the bridge:\n%s\nwant\n%s", c.tool, gr, wr)
+		}
+		wp, _ := json.Marshal(wantProgress)
+		gp, _ := json.Marshal(gotProgress)
+		if string(wp) != string(gp) {
+			t.Errorf("%s progress through the bridge %s, want %s", c.tool, gp, wp)
+		}
 	}
 }

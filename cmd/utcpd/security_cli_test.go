@@ -57,8 +57,35 @@ func TestSecurityCLIHostileTemplateRefused(t *testing.T) {
 	if _, err := os.Stat(marker); err == nil {
 		t.Fatal("a hostile manual's discovery ran")
 	}
-	if status, body := request(t, http.MethodGet, d.URL+"/admin/manuals", token, ""); status != http.StatusOK || strings.Contains(string(body), `"evil`) {
-		t.Errorf("manuals after the refused registrations: %d %s", status, body)
+	// The refused configuration manuals are listed as failed (no tools,
+	// invalid_template, no retry); the refused admin registrations are
+	// not listed at all.
+	status, body := request(t, http.MethodGet, d.URL+"/admin/manuals", token, "")
+	var list struct {
+		Manuals []struct {
+			Name      string  `json:"name"`
+			Status    string  `json:"status"`
+			ToolCount int     `json:"tool_count"`
+			NextRetry *string `json:"next_retry"`
+			LastError *struct {
+				Code string `json:"code"`
+			} `json:"last_error"`
+		} `json:"manuals"`
+	}
+	if err := json.Unmarshal(body, &list); status != http.StatusOK || err != nil || len(list.Manuals) != len(hostile) {
+		t.Fatalf("manuals after the refused registrations: %d %s", status, body)
+	}
+	for i, m := range list.Manuals {
+		if m.Name != fmt.Sprintf("evil%d", i) || m.Status != "failed" || m.ToolCount != 0 || m.NextRetry != nil ||
+			m.LastError == nil || m.LastError.Code != "invalid_template" {
+			t.Errorf("refused configuration manual %d: %+v", i, m)
+		}
+	}
+	if strings.Contains(string(body), `"evil"`) {
+		t.Errorf("a refused admin registration is listed: %s", body)
+	}
+	if tools := toolNames(t, d); len(tools) != 0 {
+		t.Errorf("tools after the refused registrations: %v", tools)
 	}
 }
 

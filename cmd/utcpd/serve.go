@@ -13,8 +13,6 @@ import (
 
 	"github.com/utcpd/utcpd/daemon"
 	"github.com/utcpd/utcpd/manuals"
-	"github.com/utcpd/utcpd/sources"
-	"github.com/utcpd/utcpd/transports"
 )
 
 func newServeCmd() *cobra.Command {
@@ -130,47 +128,31 @@ func resolveConfigPath(flagValue string, flagSet bool) string {
 	return ""
 }
 
-// loadDaemonConfig loads the configuration file at path and builds its
-// variable resolver. Errors carry every problem (manuals.ProblemsOf) or
-// name the file.
-func loadDaemonConfig(path string, strict bool) (*daemonConfig, error) {
-	dc := &daemonConfig{Path: path}
+// loadDaemonConfig loads the configuration file at path with the
+// validation utcpd config validate runs (daemon.CheckConfig, without the
+// preflight that registration runs on each manual) and builds its
+// variable resolver. It returns the configuration and its problems (the
+// warnings, and the errors of single manuals, which fail only those);
+// an error that makes the file unusable is an error listing every error
+// of the file. A reload leaves the guard chain to the daemon
+// (daemon.CheckOptions.Guards).
+func loadDaemonConfig(path string, strict, reload bool, base settings) (*daemonConfig, *daemon.Checked, error) {
 	if path == "" {
 		vars, err := manuals.NewResolver(nil, manuals.ResolverOptions{})
-		dc.Vars = vars
-		return dc, err
+		return &daemonConfig{Vars: vars}, &daemon.Checked{Settings: base}, err
 	}
-	opts := manuals.Options{Strict: strict, Parser: transports.Default}
-	opts.ReadFile = func(name string) ([]byte, error) {
-		data, err := sources.ReadCapped(name, 32<<20)
-		if err == nil && name == path {
-			dc.Data = data
-		}
-		return data, err
+	c := daemon.CheckConfig(path, daemon.CheckOptions{Strict: strict, Guards: !reload, Base: base})
+	if c.Fatal {
+		return nil, c, errors.New(listProblems(path, c.Errors()))
 	}
-	cfg, err := manuals.LoadConfig(path, opts)
-	if err != nil {
-		return nil, err
-	}
-	dc.Cfg = cfg
-	vars, err := manuals.NewResolver(cfg, manuals.ResolverOptions{})
-	if err != nil {
-		return nil, err
-	}
-	dc.Vars = vars
-	return dc, nil
+	return c.Config, c, nil
 }
 
-// configProblems formats a configuration error for the terminal: every
-// problem on its own line, "file:line: path: message".
-func configProblems(path string, err error) string {
-	ps := manuals.ProblemsOf(err)
-	if len(ps) == 0 {
-		msg := err.Error()
-		if path != "" && !bytes.Contains([]byte(msg), []byte(path)) {
-			msg = path + ": " + msg
-		}
-		return msg
+// listProblems formats problems for the terminal: every problem on its
+// own line, "file:line: path: message".
+func listProblems(path string, ps []manuals.Problem) string {
+	if len(ps) == 1 && ps[0].File == "" && ps[0].Line == 0 {
+		return ps[0].String() // names the file already
 	}
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "%s: %s:", path, count(len(ps), "problem", ""))
@@ -183,11 +165,11 @@ func configProblems(path string, err error) string {
 
 func runServe(cmd *cobra.Command, f *serveFlags, configFlag string, strict bool) error {
 	path := resolveConfigPath(configFlag, cmd.Flags().Changed("config"))
-	dc, err := loadDaemonConfig(path, strict)
+	dc, checked, err := loadDaemonConfig(path, strict, false, defaultSettings())
 	if err != nil {
-		return &exitError{code: exitUsage, err: errors.New(configProblems(path, err))}
+		return &exitError{code: exitUsage, err: err}
 	}
-	s, warnings, err := effectiveSettings(cmd.Flags(), f, dc, strict)
+	s, _, err := effectiveSettings(cmd.Flags(), f, dc, strict)
 	if err != nil {
 		return &exitError{code: exitUsage, err: err}
 	}
@@ -195,14 +177,14 @@ func runServe(cmd *cobra.Command, f *serveFlags, configFlag string, strict bool)
 		return &exitError{code: exitUsage, err: err}
 	}
 
+	// The configuration's warnings (the gateway section's among them),
+	// repeated ones summarised, as config validate prints them; a
+	// rejected manual's errors are logged as its failed registration.
 	log := newLogger(&s)
-	if dc.Cfg != nil {
-		for _, w := range dc.Cfg.Warnings {
-			log.Warn("configuration", "warning", w.String())
+	for _, p := range checked.Problems {
+		if p.Severity == manuals.SeverityWarning {
+			log.Warn("configuration", "warning", p.String())
 		}
-	}
-	for _, p := range warnings {
-		log.Warn("configuration", "warning", p.String())
 	}
 
 	opts := daemon.Options{
@@ -226,20 +208,15 @@ func runServe(cmd *cobra.Command, f *serveFlags, configFlag string, strict bool)
 	return err
 }
 
-// reloadConfig loads the configuration file at path for a reload and
-// decodes its gateway section; the error lists the problems.
+// reloadConfig loads the configuration file at path for a reload with
+// the validation of the start (loadDaemonConfig) and decodes its gateway
+// section; an error lists the problems that make the file unusable.
 func reloadConfig(path string, strict bool) (*daemonConfig, *settings, error) {
-	dc, err := loadDaemonConfig(path, strict)
-	var s settings
-	if err == nil && dc.Cfg != nil {
-		if errs, _ := daemon.ApplyGateway(&s, dc.Cfg, dc.Data, strict); len(errs) > 0 {
-			err = errors.New(errs[0].String())
-		}
-	}
+	dc, checked, err := loadDaemonConfig(path, strict, true, settings{})
 	if err != nil {
-		return nil, nil, errors.New(configProblems(path, err))
+		return nil, nil, err
 	}
-	return dc, &s, nil
+	return dc, &checked.Settings, nil
 }
 
 // checkExposure refuses a listener on a non-loopback address without an

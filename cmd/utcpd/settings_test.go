@@ -9,18 +9,26 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/spf13/pflag"
+	"github.com/utcpd/utcpd/manuals"
+	"github.com/utcpd/utcpd/transports"
 )
 
-// loadTestConfig writes content to name in a temporary folder and loads it.
+// loadTestConfig writes content to name in a temporary folder and loads
+// it as a configuration whose gateway section is left to the test
+// (effectiveSettings, ApplyGateway): its manuals and variables must load.
 func loadTestConfig(t *testing.T, name, content string, strict bool) *daemonConfig {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), name)
 	writeFile(t, path, content)
-	dc, err := loadDaemonConfig(path, strict)
+	cfg, err := manuals.LoadConfig(path, manuals.Options{Strict: strict, Parser: transports.Default})
 	if err != nil {
 		t.Fatalf("loading %s: %v", name, err)
 	}
-	return dc
+	vars, err := manuals.NewResolver(cfg, manuals.ResolverOptions{})
+	if err != nil {
+		t.Fatalf("loading %s: %v", name, err)
+	}
+	return &daemonConfig{Path: path, Cfg: cfg, Data: []byte(content), Vars: vars}
 }
 
 func TestGatewaySection(t *testing.T) {

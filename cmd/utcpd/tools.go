@@ -190,7 +190,7 @@ func remoteTools(ctx context.Context, c *client, q url.Values, limit int) ([]*ut
 			return nil, err
 		}
 		for _, t := range list.Tools {
-			out = append(out, &utcp.Tool{Name: t.Name, Description: t.Description, Tags: t.Tags, Inputs: t.Inputs, Outputs: t.Outputs})
+			out = append(out, &utcp.Tool{Name: t.Name, Description: t.Description, Tags: t.Tags, Inputs: t.Inputs, Outputs: t.Outputs, MCP: t.MCP})
 		}
 		if list.NextCursor == "" || (limit > 0 && len(out) >= limit) {
 			return out, nil

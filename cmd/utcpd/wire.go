@@ -13,7 +13,7 @@ import (
 )
 
 // loadConfig reads a UTCP client configuration, printing its warnings to
-// warn. A configuration that cannot be used is an exitUsage error listing
+// warn (repeated ones summarised). A configuration that cannot be used is an exitUsage error listing
 // every problem.
 func loadConfig(path string, strict bool, warn io.Writer) (*manuals.Config, error) {
 	cfg, err := manuals.LoadConfig(path, manuals.Options{Strict: strict, Parser: transports.Default})
@@ -26,8 +26,8 @@ func loadConfig(path string, strict bool, warn io.Writer) (*manuals.Config, erro
 		}
 		return nil, &exitError{code: exitUsage, err: err}
 	}
-	for _, w := range cfg.Warnings {
-		fmt.Fprintln(warn, "warning:", w.String())
+	for _, p := range manuals.Summarize(cfg.WarningProblems()) {
+		fmt.Fprintln(warn, p.String())
 	}
 	return cfg, nil
 }

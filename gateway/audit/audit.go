@@ -147,6 +147,17 @@ type Store interface {
 	Prune(ctx context.Context, before time.Time) (int64, error)
 }
 
+// Trimmer is a Store that can also bound its size (the settings
+// audit_max_rows and audit_max_bytes); the stores of store/sqlite,
+// store/postgres and MemStore are.
+type Trimmer interface {
+	// Trim deletes the oldest records (the lowest IDs) until at most
+	// maxRows remain and the kept records' encoded size (the bytes of
+	// their JSON encoding, as the store keeps them) is at most maxBytes,
+	// and returns how many it deleted. A limit ≤ 0 is no limit.
+	Trim(ctx context.Context, maxRows, maxBytes int64) (int64, error)
+}
+
 // Check validates a record for Append: it must have a time.
 func Check(r *Record) error {
 	if r.Time.IsZero() {

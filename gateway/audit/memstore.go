@@ -2,6 +2,7 @@ package audit
 
 import (
 	"context"
+	"encoding/json"
 	"sync"
 	"time"
 )
@@ -15,7 +16,10 @@ type MemStore struct {
 	nextID int64
 }
 
-var _ Store = (*MemStore)(nil)
+var (
+	_ Store   = (*MemStore)(nil)
+	_ Trimmer = (*MemStore)(nil)
+)
 
 // NewMemStore returns an empty MemStore.
 func NewMemStore() *MemStore { return &MemStore{nextID: 1} }
@@ -77,4 +81,39 @@ func (s *MemStore) Prune(ctx context.Context, before time.Time) (int64, error) {
 	clear(s.recs[len(kept):])
 	s.recs = kept
 	return n, nil
+}
+
+// Trim deletes the oldest records beyond maxRows records and maxBytes of
+// their JSON encoding (≤ 0: no limit).
+func (s *MemStore) Trim(ctx context.Context, maxRows, maxBytes int64) (int64, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	keep := len(s.recs)
+	if maxRows > 0 && int64(keep) > maxRows {
+		keep = int(maxRows)
+	}
+	if maxBytes > 0 {
+		var size int64
+		for i := len(s.recs) - 1; i >= len(s.recs)-keep; i-- {
+			c := s.recs[i]
+			c.ID = 0
+			b, _ := json.Marshal(&c)
+			size += int64(len(b))
+			if size > maxBytes {
+				keep = len(s.recs) - 1 - i
+				break
+			}
+		}
+	}
+	n := len(s.recs) - keep
+	if n == 0 {
+		return 0, nil
+	}
+	copy(s.recs, s.recs[n:])
+	clear(s.recs[keep:])
+	s.recs = s.recs[:keep]
+	return int64(n), nil
 }

@@ -54,9 +54,24 @@ type WriterOptions struct {
 	// Retention is how long records are kept: older ones are pruned at
 	// start and then every PruneInterval. Negative keeps them forever.
 	Retention time.Duration
+	// MaxRows and MaxBytes, when positive, bound the records kept
+	// (settings audit_max_rows and audit_max_bytes): the oldest beyond
+	// MaxRows records, or beyond MaxBytes of encoded records, are deleted
+	// with the old ones, at start and every PruneInterval, when the Store
+	// is a Trimmer.
+	MaxRows, MaxBytes int64
 	// PruneInterval is how often old records are pruned (default: a
-	// tenth of Retention, between one minute and one hour).
+	// tenth of Retention, between one minute and one hour; one minute
+	// when records are kept forever).
 	PruneInterval time.Duration
+	// SpillPath, when set, keeps what Close could not write: the records
+	// still held back or queued when the store is unavailable at close
+	// are written to this file (one JSON record a line, mode 0600,
+	// replaced atomically) instead of being lost, and a Writer created
+	// with the same SpillPath writes the file's records first (at most
+	// MaxHeld + QueueSize of them), in their order and with their own
+	// times, then removes it.
+	SpillPath string
 	// Logger receives write failures; nil discards them.
 	Logger *slog.Logger
 }
@@ -74,7 +89,9 @@ type WriterOptions struct {
 // written in the order they were appended, with their own times. A record
 // the store rejects for good (any other error) is dropped and counted
 // (Failed); the rest of its batch is still written. Held-back records are
-// only in memory: they are lost if the process dies.
+// only in memory until Close: with WriterOptions.SpillPath, what Close
+// cannot write goes to that file and is written at the next start;
+// without it, or if the process dies, they are lost.
 //
 // Create it with NewWriter; Close flushes. A Writer is safe for
 // concurrent use.
@@ -85,20 +102,21 @@ type Writer struct {
 
 	retryMin, retryMax time.Duration
 
-	queue   chan Record
-	flushes chan chan struct{}
-	stop    chan struct{}
-	done    chan struct{}
-	once    sync.Once
-	closed  atomic.Bool
+	queue    chan Record
+	flushes  chan chan struct{}
+	stop     chan struct{}
+	done     chan struct{}
+	once     sync.Once
+	trimOnce sync.Once
+	closed   atomic.Bool
 	// ctx bounds every store operation; the end of the first Close's ctx
 	// cancels it (unregister, set before stop is closed, undoes that).
 	ctx        context.Context
 	cancel     context.CancelFunc
 	unregister func() bool
 
-	dropped, written, failed, pruned atomic.Uint64
-	nheld                            atomic.Int64
+	dropped, written, failed, pruned, spilled atomic.Uint64
+	nheld                                     atomic.Int64
 
 	// Owned by the run goroutine.
 	held     []Record // taken from the queue, not written yet: held[head:]
@@ -108,6 +126,9 @@ type Writer struct {
 	delay    time.Duration
 	retry    *time.Timer
 	waiters  []flushWaiter
+	// replay is the taken count once the spill file's records are all
+	// resolved (then the file is removed); 0 when no file was read.
+	replay uint64
 }
 
 // A flushWaiter is a Flush waiting for the records before it.
@@ -145,6 +166,7 @@ func newWriter(store Store, opts WriterOptions, rmin, rmax time.Duration) *Write
 		queue: make(chan Record, opts.QueueSize), flushes: make(chan chan struct{}),
 		stop: make(chan struct{}), done: make(chan struct{})}
 	w.ctx, w.cancel = context.WithCancel(context.Background())
+	w.loadSpill()
 	go w.run()
 	return w
 }
@@ -177,7 +199,11 @@ func (w *Writer) Written() uint64 { return w.written.Load() }
 // store rejected for good, and records still held back when Close gave up.
 func (w *Writer) Failed() uint64 { return w.failed.Load() }
 
-// Pruned returns how many records retention removed.
+// Spilled returns how many records Close wrote to the spill file.
+func (w *Writer) Spilled() uint64 { return w.spilled.Load() }
+
+// Pruned returns how many records retention removed (age, MaxRows and
+// MaxBytes).
 func (w *Writer) Pruned() uint64 { return w.pruned.Load() }
 
 // Pending returns how many records wait to be written: queued or held.
@@ -211,10 +237,12 @@ func (w *Writer) Flush(ctx context.Context) error {
 
 // Close stops accepting records, makes one more attempt to write those
 // queued and held back, and stops: if the store is still unavailable,
-// what is left is dropped and counted (Failed). It returns ctx's error if this did not
-// finish before ctx ended; the end of the first call's ctx also cancels
-// the write under way, and what it did not write is dropped and counted
-// (Failed). Idempotent.
+// what is left goes to the spill file (WriterOptions.SpillPath), or
+// without one (or when writing it fails) is dropped and counted
+// (Failed). It returns ctx's error if this did not finish before ctx
+// ended; the end of the first call's ctx also cancels the write under
+// way, and what it did not write is spilled or dropped likewise (Close
+// waits up to spillGrace more for that). Idempotent.
 func (w *Writer) Close(ctx context.Context) error {
 	w.once.Do(func() {
 		w.unregister = context.AfterFunc(ctx, w.cancel)
@@ -225,9 +253,19 @@ func (w *Writer) Close(ctx context.Context) error {
 	case <-w.done:
 		return nil
 	case <-ctx.Done():
-		return ctx.Err()
 	}
+	t := time.NewTimer(spillGrace)
+	defer t.Stop()
+	select {
+	case <-w.done:
+	case <-t.C:
+	}
+	return ctx.Err()
 }
+
+// spillGrace bounds how long Close waits, after its context ended, for
+// the records to reach the spill file.
+const spillGrace = 10 * time.Second
 
 // Retryable reports whether the Writer retries a batch that Store.Append
 // failed with err, rather than dropping it: when err has the code
@@ -267,6 +305,9 @@ func (w *Writer) run() {
 	w.retry = time.NewTimer(time.Hour)
 	w.retry.Stop()
 	defer w.retry.Stop()
+	if w.heldLen() > 0 { // the spill file's records
+		w.writeHeld()
+	}
 	for {
 		w.ackFlushes()
 		var in <-chan Record
@@ -311,15 +352,31 @@ func (w *Writer) run() {
 }
 
 // final makes the last attempt of Close: everything queued and held is
-// written once; on failure the rest is dropped and counted.
+// written once; on failure the rest goes to the spill file, or is
+// dropped and counted.
 func (w *Writer) final() {
 	w.take(math.MaxInt)
 	err := w.writeAll(w.ctx)
+	if n := w.heldLen(); n > 0 {
+		if w.opts.SpillPath != "" {
+			if serr := w.writeSpill(w.held[w.head:]); serr == nil {
+				w.spilled.Add(uint64(n))
+				w.log.Warn("audit store unavailable at close; held-back audit records written to the spill file, to be written at the next start",
+					"records", n, "file", w.opts.SpillPath, "err", err)
+				w.release(n)
+				w.replay = 0 // the file holds them now
+			} else {
+				err = errors.Join(err, serr)
+				w.replay = 0 // a spill file read at start keeps its records
+			}
+		}
+	}
 	if n := w.heldLen(); n > 0 {
 		w.failed.Add(uint64(n))
 		w.log.Error("audit store unavailable at close; held-back audit records are lost", "records", n, "err", err)
 		w.release(n)
 	}
+	w.replayed()
 	for _, f := range w.waiters {
 		close(f.ack)
 	}
@@ -394,6 +451,7 @@ func (w *Writer) release(n int) {
 func (w *Writer) writeHeld() {
 	before := w.resolved
 	err := w.writeAll(w.ctx)
+	w.replayed()
 	if err == nil {
 		if w.delay > 0 {
 			w.log.Info("audit store available again; held-back audit records written", "records", w.resolved-before)
@@ -466,18 +524,36 @@ func clip(s string) string {
 }
 
 func (w *Writer) prune() {
-	if w.opts.Retention <= 0 {
+	if w.opts.Retention > 0 {
+		ctx, cancel := context.WithTimeout(w.ctx, time.Minute)
+		n, err := w.store.Prune(ctx, time.Now().Add(-w.opts.Retention))
+		cancel()
+		switch {
+		case err != nil:
+			w.log.Warn("pruning audit records", "err", err)
+		case n > 0:
+			w.pruned.Add(uint64(n))
+			w.log.Info("audit records pruned", "count", n, "retention", w.opts.Retention)
+		}
+	}
+	if w.opts.MaxRows <= 0 && w.opts.MaxBytes <= 0 {
+		return
+	}
+	tr, ok := w.store.(Trimmer)
+	if !ok {
+		w.trimOnce.Do(func() {
+			w.log.Warn("the audit store cannot bound its size; audit_max_rows and audit_max_bytes are ignored")
+		})
 		return
 	}
 	ctx, cancel := context.WithTimeout(w.ctx, time.Minute)
 	defer cancel()
-	n, err := w.store.Prune(ctx, time.Now().Add(-w.opts.Retention))
-	if err != nil {
-		w.log.Warn("pruning audit records", "err", err)
-		return
-	}
-	if n > 0 {
+	n, err := tr.Trim(ctx, w.opts.MaxRows, w.opts.MaxBytes)
+	switch {
+	case err != nil:
+		w.log.Warn("trimming audit records", "err", err)
+	case n > 0:
 		w.pruned.Add(uint64(n))
-		w.log.Info("audit records pruned", "count", n, "retention", w.opts.Retention)
+		w.log.Info("audit records trimmed", "count", n, "max_rows", w.opts.MaxRows, "max_bytes", w.opts.MaxBytes)
 	}
 }

@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strconv"
 	"time"
 
@@ -20,7 +21,10 @@ import (
 // Store.
 type Audit struct{ s *Store }
 
-var _ audit.Store = (*Audit)(nil)
+var (
+	_ audit.Store   = (*Audit)(nil)
+	_ audit.Trimmer = (*Audit)(nil)
+)
 
 // Audit returns the store's audit.Store.
 func (s *Store) Audit() *Audit { return &Audit{s: s} }
@@ -134,6 +138,61 @@ func (a *Audit) Prune(ctx context.Context, before time.Time) (int64, error) {
 		cancel()
 		if err != nil {
 			return total, s.wrap(ctx, "prune audit records", err)
+		}
+		n := tag.RowsAffected()
+		total += n
+		if n < pruneBatch {
+			return total, nil
+		}
+	}
+}
+
+// Trim deletes the oldest records beyond maxRows records and maxBytes of
+// encoded records (the data column), a batch at a time. Every replica's
+// records count: the limits are the table's.
+func (a *Audit) Trim(ctx context.Context, maxRows, maxBytes int64) (int64, error) {
+	s := a.s
+	if _, cancel, err := s.op(ctx); err != nil {
+		return 0, err
+	} else {
+		cancel()
+	}
+	var cut int64 // the records with id <= cut go
+	find := func(q string, arg int64) error {
+		octx, cancel := context.WithTimeout(ctx, s.opts.OpTimeout)
+		defer cancel()
+		var id int64
+		err := s.pool.QueryRow(octx, q, arg).Scan(&id)
+		switch {
+		case err == nil:
+			cut = max(cut, id)
+		case !errors.Is(err, pgx.ErrNoRows):
+			return s.wrap(ctx, "trim audit records", err)
+		}
+		return nil
+	}
+	if maxRows > 0 {
+		if err := find(`SELECT id FROM audit ORDER BY id DESC LIMIT 1 OFFSET $1`, maxRows); err != nil {
+			return 0, err
+		}
+	}
+	if maxBytes > 0 {
+		if err := find(`SELECT id FROM (
+			SELECT id, SUM(octet_length(data)) OVER (ORDER BY id DESC ROWS UNBOUNDED PRECEDING) AS kept FROM audit
+		) t WHERE kept > $1 ORDER BY id DESC LIMIT 1`, maxBytes); err != nil {
+			return 0, err
+		}
+	}
+	if cut == 0 {
+		return 0, nil
+	}
+	var total int64
+	for {
+		octx, cancel := context.WithTimeout(ctx, s.opts.OpTimeout)
+		tag, err := s.pool.Exec(octx, `DELETE FROM audit WHERE id IN (SELECT id FROM audit WHERE id <= $1 ORDER BY id LIMIT $2)`, cut, pruneBatch)
+		cancel()
+		if err != nil {
+			return total, s.wrap(ctx, "trim audit records", err)
 		}
 		n := tag.RowsAffected()
 		total += n

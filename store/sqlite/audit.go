@@ -2,7 +2,9 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
+	"errors"
 	"strconv"
 	"time"
 
@@ -15,7 +17,10 @@ import (
 // Store.Audit; it is closed with its Store.
 type Audit struct{ s *Store }
 
-var _ audit.Store = (*Audit)(nil)
+var (
+	_ audit.Store   = (*Audit)(nil)
+	_ audit.Trimmer = (*Audit)(nil)
+)
 
 // Audit returns the store's audit.Store.
 func (s *Store) Audit() *Audit { return &Audit{s: s} }
@@ -30,6 +35,7 @@ func (a *Audit) Append(ctx context.Context, recs []audit.Record) (err error) {
 	if err := s.check(ctx); err != nil {
 		return err
 	}
+	defer s.use()()
 	if len(recs) == 0 {
 		return nil
 	}
@@ -48,9 +54,9 @@ func (a *Audit) Append(ctx context.Context, recs []audit.Record) (err error) {
 			return utcp.Errorf(utcp.CodeInvalidRequest, "audit: encoding a record: %w", err)
 		}
 	}
-	tx, err := s.writer.BeginTx(ctx, nil)
+	tx, err := s.wdb().BeginTx(ctx, nil)
 	if err != nil {
-		return s.wrap(ctx, "append audit records", err)
+		return s.wwrap(ctx, "append audit records", err)
 	}
 	defer func() {
 		if err != nil {
@@ -59,18 +65,19 @@ func (a *Audit) Append(ctx context.Context, recs []audit.Record) (err error) {
 	}()
 	stmt, err := tx.PrepareContext(ctx, `INSERT INTO audit (time, tool, qualified, decision, outcome, data) VALUES (?, ?, ?, ?, ?, ?)`)
 	if err != nil {
-		return s.wrap(ctx, "append audit records", err)
+		return s.wwrap(ctx, "append audit records", err)
 	}
 	defer stmt.Close()
 	for i := range recs {
 		r := &recs[i]
 		if _, err = stmt.ExecContext(ctx, r.Time.UnixNano(), r.Tool, r.Qualified, r.Decision, r.Outcome, rows[i]); err != nil {
-			return s.wrap(ctx, "append audit records", err)
+			return s.wwrap(ctx, "append audit records", err)
 		}
 	}
 	if err = tx.Commit(); err != nil {
-		return s.wrap(ctx, "append audit records", err)
+		return s.wwrap(ctx, "append audit records", err)
 	}
+	s.wrote()
 	return nil
 }
 
@@ -80,6 +87,7 @@ func (a *Audit) Query(ctx context.Context, q audit.Query) ([]audit.Record, error
 	if err := s.check(ctx); err != nil {
 		return nil, err
 	}
+	defer s.use()()
 	sqlq := `SELECT id, data FROM audit WHERE 1 = 1`
 	var args []any
 	if q.Tool != "" {
@@ -123,6 +131,7 @@ func (a *Audit) Prune(ctx context.Context, before time.Time) (int64, error) {
 	if err := s.check(ctx); err != nil {
 		return 0, err
 	}
+	defer s.use()()
 	if before.Before(minTime) {
 		return 0, nil
 	}
@@ -131,16 +140,74 @@ func (a *Audit) Prune(ctx context.Context, before time.Time) (int64, error) {
 	}
 	var total int64
 	for {
-		res, err := s.writer.ExecContext(ctx, `DELETE FROM audit WHERE id IN (SELECT id FROM audit WHERE time < ? ORDER BY time LIMIT ?)`,
+		res, err := s.wdb().ExecContext(ctx, `DELETE FROM audit WHERE id IN (SELECT id FROM audit WHERE time < ? ORDER BY time LIMIT ?)`,
 			before.UnixNano(), pruneBatch)
 		if err != nil {
-			return total, s.wrap(ctx, "prune audit records", err)
+			return total, s.wwrap(ctx, "prune audit records", err)
 		}
 		n, err := res.RowsAffected()
 		if err != nil {
 			return total, s.wrap(ctx, "prune audit records", err)
 		}
 		total += n
+		if n > 0 {
+			s.wrote()
+		}
+		if n < pruneBatch {
+			return total, nil
+		}
+	}
+}
+
+// Trim deletes the oldest records beyond maxRows records and maxBytes of
+// encoded records (the data column), a batch at a time. The database file
+// does not shrink: SQLite reuses the freed pages.
+func (a *Audit) Trim(ctx context.Context, maxRows, maxBytes int64) (int64, error) {
+	s := a.s
+	if err := s.check(ctx); err != nil {
+		return 0, err
+	}
+	defer s.use()()
+	var cut int64 // the records with id <= cut go
+	if maxRows > 0 {
+		var id int64
+		err := s.reader.QueryRowContext(ctx, `SELECT id FROM audit ORDER BY id DESC LIMIT 1 OFFSET ?`, maxRows).Scan(&id)
+		switch {
+		case err == nil:
+			cut = id
+		case !errors.Is(err, sql.ErrNoRows):
+			return 0, s.wrap(ctx, "trim audit records", err)
+		}
+	}
+	if maxBytes > 0 {
+		var id int64
+		err := s.reader.QueryRowContext(ctx, `SELECT id FROM (
+			SELECT id, SUM(length(data)) OVER (ORDER BY id DESC ROWS UNBOUNDED PRECEDING) AS kept FROM audit
+		) WHERE kept > ? ORDER BY id DESC LIMIT 1`, maxBytes).Scan(&id)
+		switch {
+		case err == nil:
+			cut = max(cut, id)
+		case !errors.Is(err, sql.ErrNoRows):
+			return 0, s.wrap(ctx, "trim audit records", err)
+		}
+	}
+	if cut == 0 {
+		return 0, nil
+	}
+	var total int64
+	for {
+		res, err := s.wdb().ExecContext(ctx, `DELETE FROM audit WHERE id IN (SELECT id FROM audit WHERE id <= ? ORDER BY id LIMIT ?)`, cut, pruneBatch)
+		if err != nil {
+			return total, s.wwrap(ctx, "trim audit records", err)
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return total, s.wrap(ctx, "trim audit records", err)
+		}
+		total += n
+		if n > 0 {
+			s.wrote()
+		}
 		if n < pruneBatch {
 			return total, nil
 		}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/utcpd/utcpd/gateway/audit"
 	"github.com/utcpd/utcpd/registry"
 	"github.com/utcpd/utcpd/registry/storetest"
 	"github.com/utcpd/utcpd/utcp"
@@ -138,4 +139,53 @@ func BenchmarkDecodeManual100(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// auditBenchRecord is an audit record as an unguarded REST call makes it.
+func auditBenchRecord(i int) audit.Record {
+	tool := fmt.Sprintf("demo.add%d", i%50)
+	return audit.Record{Time: time.Now(), Front: "rest", Tool: tool, Qualified: tool, Protocol: "http",
+		Decision: "allow", Reason: "no guards configured", Steps: []audit.Step{}, Dispatched: true, Outcome: "ok", Duration: 812345}
+}
+
+// BenchmarkAuditTrim measures audit_max_bytes in its steady state: with
+// 100,000 records within the limit, one Trim finds nothing to delete
+// (the scan summing the records' sizes is its whole cost). It reports the
+// database file's bytes per record and their ratio to the records' JSON.
+func BenchmarkAuditTrim(b *testing.B) {
+	dir := b.TempDir()
+	s, err := Open(b.Context(), dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	const n = 100_000
+	var data int64
+	batch := make([]audit.Record, 0, 1000)
+	for i := range n {
+		r := auditBenchRecord(i)
+		enc, _ := json.Marshal(&r)
+		data += int64(len(enc))
+		batch = append(batch, r)
+		if len(batch) == cap(batch) {
+			if err := s.Audit().Append(b.Context(), batch); err != nil {
+				b.Fatal(err)
+			}
+			batch = batch[:0]
+		}
+	}
+	var pages, pageSize int64
+	if err := s.reader.QueryRowContext(b.Context(), "PRAGMA page_count").Scan(&pages); err != nil {
+		b.Fatal(err)
+	}
+	if err := s.reader.QueryRowContext(b.Context(), "PRAGMA page_size").Scan(&pageSize); err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		if m, err := s.Audit().Trim(b.Context(), 0, data); err != nil || m != 0 {
+			b.Fatal(m, err)
+		}
+	}
+	b.ReportMetric(float64(data)/n, "json-B/record")
+	b.ReportMetric(float64(pages*pageSize)/n, "file-B/record")
 }

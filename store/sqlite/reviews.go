@@ -53,6 +53,7 @@ func (v *Reviews) Put(ctx context.Context, r *review.Review) error {
 	if err := s.check(ctx); err != nil {
 		return err
 	}
+	defer s.use()()
 	if err := review.Check(r); err != nil {
 		return err
 	}
@@ -60,16 +61,17 @@ func (v *Reviews) Put(ctx context.Context, r *review.Review) error {
 	if err != nil {
 		return err
 	}
-	res, err := s.writer.ExecContext(ctx, `INSERT INTO reviews (id, status, created_at, finished_at, data) VALUES (?, ?, ?, ?, ?)
+	res, err := s.wdb().ExecContext(ctx, `INSERT INTO reviews (id, status, created_at, finished_at, data) VALUES (?, ?, ?, ?, ?)
 		ON CONFLICT (id) DO NOTHING`, r.ID, string(r.Status), r.Created.UnixNano(), finishedAt(r), data)
 	if err != nil {
-		return s.wrap(ctx, "put review "+r.ID, err)
+		return s.wwrap(ctx, "put review "+r.ID, err)
 	}
 	if n, err := res.RowsAffected(); err != nil {
 		return s.wrap(ctx, "put review "+r.ID, err)
 	} else if n == 0 {
 		return fmt.Errorf("review %s: %w", r.ID, review.ErrExists)
 	}
+	s.wrote()
 	return nil
 }
 
@@ -79,6 +81,7 @@ func (v *Reviews) Get(ctx context.Context, id string) (*review.Review, error) {
 	if err := s.check(ctx); err != nil {
 		return nil, err
 	}
+	defer s.use()()
 	var data []byte
 	err := s.reader.QueryRowContext(ctx, `SELECT data FROM reviews WHERE id = ?`, id).Scan(&data)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -97,6 +100,7 @@ func (v *Reviews) List(ctx context.Context, statuses ...review.Status) ([]*revie
 	if err := s.check(ctx); err != nil {
 		return nil, err
 	}
+	defer s.use()()
 	q := `SELECT id, data FROM reviews`
 	args := make([]any, 0, len(statuses))
 	if len(statuses) > 0 {
@@ -120,6 +124,7 @@ func (v *Reviews) Update(ctx context.Context, r *review.Review, from review.Stat
 	if err := s.check(ctx); err != nil {
 		return err
 	}
+	defer s.use()()
 	if err := review.Check(r); err != nil {
 		return err
 	}
@@ -127,20 +132,21 @@ func (v *Reviews) Update(ctx context.Context, r *review.Review, from review.Stat
 	if err != nil {
 		return err
 	}
-	res, err := s.writer.ExecContext(ctx, `UPDATE reviews SET status = ?, created_at = ?, finished_at = ?, data = ? WHERE id = ? AND status = ?`,
+	res, err := s.wdb().ExecContext(ctx, `UPDATE reviews SET status = ?, created_at = ?, finished_at = ?, data = ? WHERE id = ? AND status = ?`,
 		string(r.Status), r.Created.UnixNano(), finishedAt(r), data, r.ID, string(from))
 	if err != nil {
-		return s.wrap(ctx, "update review "+r.ID, err)
+		return s.wwrap(ctx, "update review "+r.ID, err)
 	}
 	n, err := res.RowsAffected()
 	if err != nil {
 		return s.wrap(ctx, "update review "+r.ID, err)
 	}
 	if n == 1 {
+		s.wrote()
 		return nil
 	}
 	var cur string
-	err = s.writer.QueryRowContext(ctx, `SELECT status FROM reviews WHERE id = ?`, r.ID).Scan(&cur)
+	err = s.wdb().QueryRowContext(ctx, `SELECT status FROM reviews WHERE id = ?`, r.ID).Scan(&cur)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return review.NotFound(r.ID)
@@ -157,15 +163,19 @@ func (v *Reviews) Prune(ctx context.Context, before time.Time) (int, error) {
 	if err := s.check(ctx); err != nil {
 		return 0, err
 	}
-	res, err := s.writer.ExecContext(ctx, `DELETE FROM reviews WHERE status IN (?, ?, ?, ?) AND finished_at < ?`,
+	defer s.use()()
+	res, err := s.wdb().ExecContext(ctx, `DELETE FROM reviews WHERE status IN (?, ?, ?, ?) AND finished_at < ?`,
 		string(review.StatusDenied), string(review.StatusExpired), string(review.StatusDone), string(review.StatusInterrupted),
 		before.UnixNano())
 	if err != nil {
-		return 0, s.wrap(ctx, "prune reviews", err)
+		return 0, s.wwrap(ctx, "prune reviews", err)
 	}
 	n, err := res.RowsAffected()
 	if err != nil {
 		return 0, s.wrap(ctx, "prune reviews", err)
+	}
+	if n > 0 {
+		s.wrote()
 	}
 	return int(n), nil
 }

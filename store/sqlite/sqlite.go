@@ -42,6 +42,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"net/url"
 	"os"
@@ -69,14 +70,22 @@ const (
 	// DefaultMaxReaders caps the read-only connection pool. It is raised to
 	// GOMAXPROCS when that is larger.
 	DefaultMaxReaders = 4
+	// DefaultProbeInterval is how often a store that refuses writes tries
+	// again (see Store.Health).
+	DefaultProbeInterval = 2 * time.Second
 )
 
 // Option configures Open and OpenPath.
 type Option func(*config)
 
 type config struct {
-	busyTimeout time.Duration
-	maxReaders  int
+	busyTimeout   time.Duration
+	maxReaders    int
+	probeInterval time.Duration
+	log           *slog.Logger
+	// readOnlyFirst opens the first writer connection read-only (tests:
+	// a store that refuses writes until the probe reopens it).
+	readOnlyFirst bool
 }
 
 // WithBusyTimeout sets how long an operation waits for a lock another
@@ -85,6 +94,18 @@ type config struct {
 // to one millisecond.
 func WithBusyTimeout(d time.Duration) Option {
 	return func(c *config) { c.busyTimeout = max(d, time.Millisecond) }
+}
+
+// WithProbeInterval sets how often a store that refuses writes tries to
+// write again (default DefaultProbeInterval; at least one millisecond).
+func WithProbeInterval(d time.Duration) Option {
+	return func(c *config) { c.probeInterval = max(d, time.Millisecond) }
+}
+
+// WithLogger makes the store log when it starts and stops refusing
+// writes (default: no log).
+func WithLogger(l *slog.Logger) Option {
+	return func(c *config) { c.log = l }
 }
 
 // WithMaxReaders sets the maximum number of read-only connections (at
@@ -97,8 +118,21 @@ func WithMaxReaders(n int) Option {
 // zero value is not usable.
 type Store struct {
 	path   string
-	writer *sql.DB // exactly one connection: serialises every write
-	reader *sql.DB // read-only connections (query_only)
+	cfg    config
+	wdsn   string
+	writer atomic.Pointer[sql.DB] // exactly one connection: serialises every write
+	reader *sql.DB                // read-only connections (query_only)
+
+	// unwritable, when set, is why writes fail (Health); probing reports
+	// that the probe goroutine runs, probes that it has ended.
+	unwritable atomic.Pointer[writeFailure]
+	probing    atomic.Bool
+	probes     sync.WaitGroup
+	pmu        sync.Mutex // orders starting a probe with Close
+	// poolMu is held shared by every operation while it uses the pools,
+	// and exclusively while the probe replaces them.
+	poolMu sync.RWMutex
+	rdsn   string
 
 	closed    atomic.Bool
 	done      chan struct{} // closed by Close; ends every Watch
@@ -139,7 +173,13 @@ func OpenPath(ctx context.Context, file string, opts ...Option) (*Store, error) 
 		return nil, err
 	}
 
-	s := &Store{path: abs, done: make(chan struct{})}
+	if cfg.probeInterval <= 0 {
+		cfg.probeInterval = DefaultProbeInterval
+	}
+	if cfg.log == nil {
+		cfg.log = slog.New(slog.DiscardHandler)
+	}
+	s := &Store{path: abs, cfg: cfg, done: make(chan struct{})}
 	common := url.Values{}
 	common.Set("_busy_timeout", strconv.FormatInt(cfg.busyTimeout.Milliseconds(), 10))
 	common.Set("_foreign_keys", "1")
@@ -148,55 +188,126 @@ func OpenPath(ctx context.Context, file string, opts ...Option) (*Store, error) 
 	w := cloneValues(common)
 	w.Set("_journal_mode", "WAL")
 	w.Set("_txlock", "immediate") // a write transaction takes the lock up front
-	if s.writer, err = sql.Open("sqlite", dsn(abs, w)); err != nil {
+	s.wdsn = dsn(abs, w)
+	first := s.wdsn
+	if cfg.readOnlyFirst {
+		ro := cloneValues(w)
+		ro.Set("mode", "ro")
+		first = dsn(abs, ro)
+	}
+	wdb, err := openWriter(first)
+	if err != nil {
 		return nil, fmt.Errorf("sqlite: opening %s: %w", abs, err)
 	}
-	s.writer.SetMaxOpenConns(1)
-	s.writer.SetMaxIdleConns(1)
-	s.writer.SetConnMaxIdleTime(0)
-	s.writer.SetConnMaxLifetime(0)
+	s.writer.Store(wdb)
 
 	if err := s.setUp(ctx); err != nil {
-		_ = s.writer.Close()
-		return nil, err
+		// A database that cannot be written (a read-only file or
+		// directory) but needs no migration opens refusing writes
+		// (Health), and takes them once it can.
+		if !readOnlyError(err) || !s.schemaCurrent(ctx) {
+			_ = wdb.Close()
+			return nil, err
+		}
+		s.refused(err)
+	} else if err := writeProbe(ctx, s.wdb()); err != nil && ctx.Err() == nil {
+		// Opened, but a write fails (a read-only database file): say
+		// so now, not at the first write.
+		s.refused(err)
 	}
 
 	// Readers are opened after the writer has switched the file to WAL, so
 	// none of them races it for the journal mode.
 	r := cloneValues(common)
 	r.Set("_query_only", "1")
-	if s.reader, err = sql.Open("sqlite", dsn(abs, r)); err != nil {
-		_ = s.writer.Close()
+	s.rdsn = dsn(abs, r)
+	if s.reader, err = openReader(s.rdsn, cfg.maxReaders); err != nil {
+		_ = wdb.Close()
 		return nil, fmt.Errorf("sqlite: opening %s: %w", abs, err)
 	}
-	s.reader.SetMaxOpenConns(cfg.maxReaders)
-	s.reader.SetMaxIdleConns(cfg.maxReaders)
-	s.reader.SetConnMaxIdleTime(5 * time.Minute)
 	if err := s.reader.PingContext(ctx); err != nil {
 		_ = s.reader.Close()
-		_ = s.writer.Close()
+		_ = wdb.Close()
 		return nil, fmt.Errorf("sqlite: opening %s: %w", abs, err)
 	}
 	return s, nil
 }
 
+// openWriter opens the single-connection writer pool of dsn.
+func openWriter(dsn string) (*sql.DB, error) {
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, err
+	}
+	db.SetMaxOpenConns(1)
+	db.SetMaxIdleConns(1)
+	db.SetConnMaxIdleTime(0)
+	db.SetConnMaxLifetime(0)
+	return db, nil
+}
+
+// openReader opens the read-only connection pool of dsn.
+func openReader(dsn string, n int) (*sql.DB, error) {
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, err
+	}
+	db.SetMaxOpenConns(n)
+	db.SetMaxIdleConns(n)
+	db.SetConnMaxIdleTime(5 * time.Minute)
+	return db, nil
+}
+
+// use holds the pools for one operation; call what it returns when done.
+func (s *Store) use() func() {
+	s.poolMu.RLock()
+	return s.poolMu.RUnlock
+}
+
+// wdb returns the writer pool.
+func (s *Store) wdb() *sql.DB { return s.writer.Load() }
+
 // setUp checks the writer connection's settings and migrates the schema.
 func (s *Store) setUp(ctx context.Context) error {
 	var mode string
-	if err := s.writer.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil {
+	if err := s.wdb().QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil {
 		return fmt.Errorf("sqlite: opening %s: %w", s.path, err)
 	}
 	if mode != "wal" {
 		return fmt.Errorf("sqlite: opening %s: journal_mode is %q, not wal (does the file system support shared memory?)", s.path, mode)
 	}
 	var syncMode int
-	if err := s.writer.QueryRowContext(ctx, "PRAGMA synchronous").Scan(&syncMode); err != nil {
+	if err := s.wdb().QueryRowContext(ctx, "PRAGMA synchronous").Scan(&syncMode); err != nil {
 		return fmt.Errorf("sqlite: opening %s: %w", s.path, err)
 	}
 	if syncMode != 2 { // FULL
 		return fmt.Errorf("sqlite: opening %s: synchronous is %d, not 2 (FULL)", s.path, syncMode)
 	}
-	return migrate(ctx, s.writer, s.path)
+	return migrate(ctx, s.wdb(), s.path)
+}
+
+// readOnlyError reports whether err is SQLite's "attempt to write a
+// readonly database" (SQLITE_READONLY and its extended codes) or
+// "unable to open database file" (SQLITE_CANTOPEN: a -wal or -shm file
+// that cannot be created).
+func readOnlyError(err error) bool {
+	var ce interface{ Code() int }
+	if !errors.As(err, &ce) {
+		return false
+	}
+	switch ce.Code() & 0xff {
+	case 8, 14: // SQLITE_READONLY, SQLITE_CANTOPEN
+		return true
+	}
+	return false
+}
+
+// schemaCurrent reports whether the database is at SchemaVersion, read
+// through the writer connection (which may be read-only).
+func (s *Store) schemaCurrent(ctx context.Context) bool {
+	var v int
+	err := s.wdb().QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&v)
+	return err == nil && v == SchemaVersion
 }
 
 // createFile creates file with mode 0600 if it does not exist, and syncs
@@ -330,6 +441,7 @@ func (s *Store) Put(ctx context.Context, rec *registry.Record) error {
 	if err := s.check(ctx); err != nil {
 		return err
 	}
+	defer s.use()()
 	if err := registry.CheckRecord(rec); err != nil {
 		return err
 	}
@@ -350,10 +462,11 @@ func (s *Store) Put(ctx context.Context, rec *registry.Record) error {
 		return err
 	}
 	// The driver copies the parameters, so rec may change after Put.
-	if _, err := s.writer.ExecContext(ctx, upsert,
+	if _, err := s.wdb().ExecContext(ctx, upsert,
 		rec.Name, []byte(rec.Template), manual, rec.Source, registered, refreshed, time.Now().UnixNano()); err != nil {
-		return s.wrap(ctx, fmt.Sprintf("put %q", rec.Name), err)
+		return s.wwrap(ctx, fmt.Sprintf("put %q", rec.Name), err)
 	}
+	s.wrote()
 	return nil
 }
 
@@ -397,6 +510,7 @@ func (s *Store) Get(ctx context.Context, name string) (*registry.Record, error) 
 	if err := s.check(ctx); err != nil {
 		return nil, err
 	}
+	defer s.use()()
 	var r row
 	err := r.scan(s.reader.QueryRowContext(ctx, selectColumns+` WHERE name = ?`, name))
 	if errors.Is(err, sql.ErrNoRows) {
@@ -414,9 +528,10 @@ func (s *Store) Delete(ctx context.Context, name string) error {
 	if err := s.check(ctx); err != nil {
 		return err
 	}
-	res, err := s.writer.ExecContext(ctx, `DELETE FROM manuals WHERE name = ?`, name)
+	defer s.use()()
+	res, err := s.wdb().ExecContext(ctx, `DELETE FROM manuals WHERE name = ?`, name)
 	if err != nil {
-		return s.wrap(ctx, fmt.Sprintf("delete %q", name), err)
+		return s.wwrap(ctx, fmt.Sprintf("delete %q", name), err)
 	}
 	n, err := res.RowsAffected()
 	if err != nil {
@@ -425,6 +540,7 @@ func (s *Store) Delete(ctx context.Context, name string) error {
 	if n == 0 {
 		return registry.NotFound(name)
 	}
+	s.wrote()
 	return nil
 }
 
@@ -437,6 +553,7 @@ func (s *Store) List(ctx context.Context) ([]*registry.Record, error) {
 	if err := s.check(ctx); err != nil {
 		return nil, err
 	}
+	defer s.use()()
 	rows, err := s.reader.QueryContext(ctx, selectColumns+` ORDER BY name`)
 	if err != nil {
 		return nil, s.wrap(ctx, "list", err)
@@ -520,14 +637,23 @@ func (s *Store) Watch(ctx context.Context) <-chan registry.Change {
 // idempotent: later calls return the first call's result.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
+		s.pmu.Lock() // a probe starting after this sees closed
 		s.closed.Store(true)
+		s.pmu.Unlock()
 		close(s.done)
+		s.probes.Wait()
 		// Readers first, so that the writer is the last connection and
 		// checkpoints.
-		s.closeErr = errors.Join(s.reader.Close(), s.writer.Close())
+		s.closeErr = errors.Join(s.reader.Close(), s.wdb().Close())
 		if s.closeErr != nil {
 			s.closeErr = fmt.Errorf("sqlite: closing %s: %w", s.path, s.closeErr)
 		}
 	})
 	return s.closeErr
+}
+
+// withReadOnlyWriter opens the first writer connection read-only, as a
+// database file without write permission opens (tests).
+func withReadOnlyWriter() Option {
+	return func(c *config) { c.readOnlyFirst = true }
 }

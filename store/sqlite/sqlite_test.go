@@ -104,7 +104,7 @@ func TestPragmas(t *testing.T) {
 	for _, db := range []struct {
 		name string
 		db   *sql.DB
-	}{{"writer", s.writer}, {"reader", s.reader}} {
+	}{{"writer", s.wdb()}, {"reader", s.reader}} {
 		for _, p := range []struct{ pragma, want string }{
 			{"journal_mode", "wal"},
 			{"synchronous", "2"},
@@ -124,8 +124,8 @@ func TestPragmas(t *testing.T) {
 	if err := s.reader.QueryRowContext(t.Context(), "PRAGMA query_only").Scan(&qo); err != nil || qo != 1 {
 		t.Errorf("reader query_only = %d, %v; want 1", qo, err)
 	}
-	if s.writer.Stats().MaxOpenConnections != 1 {
-		t.Errorf("writer pool allows %d connections, want 1", s.writer.Stats().MaxOpenConnections)
+	if s.wdb().Stats().MaxOpenConnections != 1 {
+		t.Errorf("writer pool allows %d connections, want 1", s.wdb().Stats().MaxOpenConnections)
 	}
 }
 

@@ -19,7 +19,7 @@ type Command struct {
 	// UTCP_ARG_<name>_UTCP_END placeholders and may refer to the output of
 	// earlier steps as $CMD_<i>_OUTPUT. It comes from the manual and is
 	// trusted as code; argument values never become part of it.
-	Command string `json:"command"`
+	Command string `json:"command" jsonschema:"required"`
 	// AppendToFinalOutput says whether the step's standard output is part
 	// of the result. Nil means true for the last step and false for the
 	// others.
@@ -31,7 +31,7 @@ type Command struct {
 type Template struct {
 	// Commands are the steps, run in order in one bash process. Required,
 	// at least one.
-	Commands []Command `json:"commands"`
+	Commands []Command `json:"commands" jsonschema:"required"`
 	// EnvVars are set for the process on top of the inherited variables,
 	// overriding them.
 	EnvVars map[string]string `json:"env_vars,omitempty"`

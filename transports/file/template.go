@@ -2,7 +2,10 @@ package file
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"strings"
 
 	"github.com/utcpd/utcpd/transports"
@@ -18,7 +21,7 @@ type Template struct {
 	// FilePath is the file to read: a UTCP manual or an OpenAPI
 	// description (JSON or YAML) for discovery, or any content a tool
 	// answers with. Required.
-	FilePath string `json:"file_path"`
+	FilePath string `json:"file_path" jsonschema:"required"`
 	// AuthTools is the auth given to the tools of a converted OpenAPI
 	// document where it fits their security scheme.
 	AuthTools *utcp.Auth `json:"auth_tools,omitempty"`
@@ -55,4 +58,22 @@ func ParseTemplate(raw json.RawMessage) (utcp.CallTemplate, error) {
 		}
 	}
 	return tmpl, nil
+}
+
+// Check refuses what RegisterManual would fail on before it reads
+// anything: a file_path that does not exist, cannot be looked at, or is
+// not a regular file (transports.Checker). It is a discovery_failed
+// error, as the read itself would be: the file may appear later.
+func (t *Template) Check() error {
+	fi, err := os.Stat(t.FilePath)
+	if err == nil && !fi.Mode().IsRegular() {
+		err = errors.New("not a regular file")
+	}
+	if err != nil {
+		if pe, ok := errors.AsType[*fs.PathError](err); ok {
+			err = pe.Err // the path is in the message already
+		}
+		return &utcp.Error{Code: utcp.CodeDiscoveryFailed, Message: fmt.Sprintf("file: %s: %v", t.FilePath, err), Err: err}
+	}
+	return nil
 }

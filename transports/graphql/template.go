@@ -45,7 +45,7 @@ const (
 type Template struct {
 	// URL is the GraphQL endpoint, http:// or https://. Queries and
 	// mutations are POSTed to it. Required.
-	URL string `json:"url"`
+	URL string `json:"url" jsonschema:"required"`
 	// SubscriptionURL is the graphql-transport-ws endpoint for
 	// subscriptions, ws:// or wss://. Empty means URL with its scheme
 	// changed (http → ws, https → wss). A utcpd extension.

@@ -308,12 +308,15 @@ func (t *Transport) isClosed() bool {
 }
 
 // endpoint parses and checks the template's URL.
-func (t *Transport) endpoint(spec *Template) (*url.URL, error) {
-	u, err := url.Parse(spec.URL)
+func (t *Transport) endpoint(spec *Template) (*url.URL, error) { return spec.endpointURL() }
+
+// endpointURL is the template's checked url (see Transport.endpoint).
+func (t *Template) endpointURL() (*url.URL, error) {
+	u, err := url.Parse(t.URL)
 	if err != nil {
 		return nil, utcp.Errorf(utcp.CodeInvalidTemplate, "graphql: url: %w", err)
 	}
-	if err := httpclient.CheckURL(u, spec.AllowInsecure); err != nil {
+	if err := httpclient.CheckURL(u, t.AllowInsecure); err != nil {
 		return nil, err
 	}
 	if s := strings.ToLower(u.Scheme); s != "http" && s != "https" {

@@ -30,3 +30,8 @@ func (t *Template) Endpoints() ([]netguard.HostPort, error) {
 }
 
 var _ transports.Endpointer = (*Template)(nil)
+
+// Check refuses what RegisterManual refuses before it dials: plaintext
+// (use_ssl false) to a target that is not loopback or a unix socket
+// without allow_insecure (transports.Checker).
+func (t *Template) Check() error { return checkTarget(t) }

@@ -2,7 +2,8 @@
 // call, following python-utcp v1.1's http communication protocol.
 //
 // A call maps the tool's arguments onto the request as UTCP prescribes:
-// the arguments named in header_fields become headers, the body_field
+// the arguments named in header_fields become headers, those named in
+// cookie_fields (a utcpd extension) cookies of one Cookie header, the body_field
 // argument becomes the body, {name} placeholders in the URL take the
 // matching arguments (escaped), and every remaining argument becomes a
 // query parameter. Discovery (RegisterManual) fetches the manual

@@ -918,3 +918,31 @@ func TestPathTraversalRefusedAgainstDemoServer(t *testing.T) {
 		t.Errorf(`tool "x/utcp": err = %v, want a 404 tool error`, err)
 	}
 }
+
+// TestCookieFields: cookie_fields arguments travel in one Cookie header
+// (after the template's own, beside an api_key cookie), never in the
+// query; a value that cannot be a cookie is refused before sending.
+func TestCookieFields(t *testing.T) {
+	base, got := recorder(t)
+	ct := tmpl(t, map[string]any{"url": base + "/c", "cookie_fields": []any{"session", "lang", "absent"}, "headers": map[string]any{"Cookie": "static=1"},
+		"auth": map[string]any{"auth_type": "api_key", "api_key": "k", "var_name": "key", "location": "cookie"}})
+	if _, err := call(t, newTransport(t, nil), ct, map[string]any{"session": "abc123", "lang": 7, "q": "x"}); err != nil {
+		t.Fatal(err)
+	}
+	r := <-got
+	if diff := cmp.Diff(map[string]string{"static": "1", "session": "abc123", "lang": "7", "key": "k"}, r.Cookies); diff != "" {
+		t.Errorf("cookies (-want +got):\n%s\nCookie: %q", diff, r.Header.Values("Cookie"))
+	}
+	if r.Query != "q=x" {
+		t.Errorf("query %q", r.Query)
+	}
+	for _, bad := range []string{"a b", "a;b=c", `"q"`, "é"} {
+		_, err := call(t, newTransport(t, nil), ct, map[string]any{"session": bad})
+		if code := utcp.CodeOf(err); code != utcp.CodeInvalidArguments {
+			t.Errorf("%q: err = %v, want invalid_arguments", bad, err)
+		}
+	}
+	if _, err := utcphttp.ParseTemplate(json.RawMessage(`{"call_template_type": "http", "url": "https://x", "cookie_fields": ["a b"]}`)); utcp.CodeOf(err) != utcp.CodeInvalidTemplate {
+		t.Errorf("bad cookie name: %v", err)
+	}
+}

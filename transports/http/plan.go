@@ -25,7 +25,7 @@ type plan struct {
 	// has none.
 	segments []segment
 	// consumed lists the arguments that never become query parameters:
-	// the header fields, the body field and the placeholders.
+	// the header and cookie fields, the body field and the placeholders.
 	consumed []string
 	// For a URL without placeholders: the URL parsed once, or the error
 	// parsing or checking it gave, and the strings a call's URL is made
@@ -42,8 +42,9 @@ type segment struct {
 	literal string
 	name    string
 	inQuery bool // the placeholder is after the '?': query-escaped
-	// shadowed: the argument of that name is taken by header_fields or
-	// body_field first, so the placeholder is always missing.
+	// shadowed: the argument of that name is taken by header_fields,
+	// cookie_fields or body_field first, so the placeholder is always
+	// missing.
 	shadowed bool
 }
 
@@ -57,6 +58,7 @@ func newPlan(spec *Template) *plan {
 		p.header.Set("User-Agent", "utcpd")
 	}
 	p.consumed = append(p.consumed, spec.HeaderFields...)
+	p.consumed = append(p.consumed, spec.CookieFields...)
 	p.consumed = append(p.consumed, spec.BodyField)
 	raw := spec.URL
 	queryAt := strings.IndexByte(raw, '?')
@@ -67,7 +69,7 @@ func newPlan(spec *Template) *plan {
 			literal:  raw[last:m[0]],
 			name:     name,
 			inQuery:  queryAt >= 0 && m[0] > queryAt,
-			shadowed: slices.Contains(spec.HeaderFields, name) || name == spec.BodyField,
+			shadowed: slices.Contains(spec.HeaderFields, name) || slices.Contains(spec.CookieFields, name) || name == spec.BodyField,
 		})
 		p.consumed = append(p.consumed, name)
 		last = m[1]

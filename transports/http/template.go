@@ -33,7 +33,7 @@ const (
 type Template struct {
 	// URL is the request URL. It may contain {name} placeholders, each
 	// replaced at call time by the escaped argument of that name. Required.
-	URL string `json:"url"`
+	URL string `json:"url" jsonschema:"required"`
 	// HTTPMethod is GET (the default), POST, PUT, DELETE or PATCH. Lower
 	// case is accepted.
 	HTTPMethod string `json:"http_method,omitempty"`
@@ -51,6 +51,12 @@ type Template struct {
 	BodyField string `json:"body_field,omitempty"`
 	// HeaderFields names the arguments sent as request headers.
 	HeaderFields []string `json:"header_fields,omitempty"`
+	// CookieFields names the arguments sent as cookies, name=value in
+	// one Cookie header in this order (after the template's own Cookie
+	// header, if any). A value must be cookie octets (RFC 6265: no
+	// spaces, quotes, commas, semicolons or backslashes). A utcpd
+	// extension: the OpenAPI converter puts cookie parameters here.
+	CookieFields []string `json:"cookie_fields,omitempty"`
 	// AuthTools, on a manual template whose URL serves an OpenAPI
 	// document, is the auth given to the generated tools whose security
 	// scheme it is compatible with (see manuals.ConvertOpenAPI).
@@ -114,6 +120,11 @@ func (t *Template) Validate() error {
 	for _, k := range t.HeaderFields {
 		if !httpclient.ValidHeaderName(k) {
 			return fmt.Errorf("field header_fields: %q is not a valid header name", k)
+		}
+	}
+	for _, k := range t.CookieFields {
+		if !httpclient.ValidHeaderName(k) { // a cookie name is a token, as a header name is
+			return fmt.Errorf("field cookie_fields: %q is not a valid cookie name", k)
 		}
 	}
 	if t.Timeout < 0 {

@@ -400,8 +400,38 @@ func withTimeout(ctx context.Context, spec *Template, def time.Duration) (contex
 
 func noCancel() {}
 
+// cookieHeader renders the cookie_fields arguments present in args as
+// "name=value; name=value" in the order of names. A value that is not
+// cookie octets (RFC 6265) is an invalid_arguments error naming it.
+func cookieHeader(names []string, args map[string]any) (string, error) {
+	var b strings.Builder
+	for _, name := range names {
+		v, ok := args[name]
+		if !ok {
+			continue
+		}
+		s, ok := jsonx.ArgString(v)
+		if !ok {
+			continue
+		}
+		for i := 0; i < len(s); i++ {
+			if c := s[i]; c < 0x21 || c > 0x7e || c == '"' || c == ',' || c == ';' || c == '\\' {
+				return "", utcp.NewError(utcp.CodeInvalidArguments, "argument %q: a cookie value must not contain spaces, quotes, commas, semicolons, backslashes or control or non-ASCII characters (percent-encode it)", name).WithDetail("argument", name)
+			}
+		}
+		if b.Len() > 0 {
+			b.WriteString("; ")
+		}
+		b.WriteString(name)
+		b.WriteByte('=')
+		b.WriteString(s)
+	}
+	return b.String(), nil
+}
+
 // prepare maps args onto a request as UTCP prescribes: header_fields
-// arguments become headers, the body_field argument the body, {name}
+// arguments become headers, cookie_fields arguments cookies, the
+// body_field argument the body, {name}
 // placeholders take their arguments, and the rest become query parameters.
 // What depends on the template alone comes from its plan.
 func prepare(spec *Template, auth *utcp.Auth, args map[string]any) (*request, error) {
@@ -427,8 +457,21 @@ func prepare(spec *Template, auth *utcp.Auth, args map[string]any) (*request, er
 		own()
 		header.Set(name, s)
 	}
+	if len(spec.CookieFields) > 0 {
+		cookies, err := cookieHeader(spec.CookieFields, args)
+		if err != nil {
+			return nil, err
+		}
+		if cookies != "" {
+			own()
+			if prev := header.Get("Cookie"); prev != "" {
+				cookies = prev + "; " + cookies
+			}
+			header.Set("Cookie", cookies)
+		}
+	}
 	var body []byte
-	if v, ok := args[spec.BodyField]; ok && !slices.Contains(spec.HeaderFields, spec.BodyField) {
+	if v, ok := args[spec.BodyField]; ok && !slices.Contains(spec.HeaderFields, spec.BodyField) && !slices.Contains(spec.CookieFields, spec.BodyField) {
 		b, err := httpcall.EncodeBody(spec.ContentType, v)
 		if err != nil {
 			return nil, utcp.Errorf(utcp.CodeInvalidArguments, "argument %q: cannot encode the body: %w", spec.BodyField, err).WithDetail("argument", spec.BodyField)

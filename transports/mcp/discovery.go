@@ -131,7 +131,9 @@ func (s *server) resourceURI(tool string) (string, bool) {
 
 // convertTool turns an MCP tool into a UTCP tool named "<server>.<tool>":
 // inputSchema becomes inputs, outputSchema outputs, the title stands in
-// for a missing description, and the annotations become tags.
+// for a missing description, the annotations become tags, and title,
+// annotations, icons and _meta are kept as the server listed them in
+// utcp.Tool.MCP.
 func convertTool(server string, tool *sdk.Tool) utcp.Tool {
 	out := utcp.Tool{Name: server + "." + tool.Name, Description: tool.Description}
 	if out.Description == "" {
@@ -160,7 +162,31 @@ func convertTool(server string, tool *sdk.Tool) utcp.Tool {
 			out.Tags = append(out.Tags, "open_world")
 		}
 	}
+	out.MCP = toolMetadata(tool)
 	return out
+}
+
+// metadata is the JSON object of utcp.Tool.MCP: what an MCP server
+// listed for a tool besides its name, description and schemas. Absent
+// members were not listed.
+type metadata struct {
+	Title       string               `json:"title,omitempty"`
+	Annotations *sdk.ToolAnnotations `json:"annotations,omitempty"`
+	Icons       []sdk.Icon           `json:"icons,omitempty"`
+	Meta        sdk.Meta             `json:"_meta,omitempty"`
+}
+
+// toolMetadata is the utcp.Tool.MCP of tool, nil when it lists none.
+func toolMetadata(tool *sdk.Tool) json.RawMessage {
+	md := metadata{Title: tool.Title, Annotations: tool.Annotations, Icons: tool.Icons, Meta: tool.Meta}
+	if md.Title == "" && md.Annotations == nil && len(md.Icons) == 0 && len(md.Meta) == 0 {
+		return nil
+	}
+	b, err := json.Marshal(md)
+	if err != nil {
+		return nil
+	}
+	return b
 }
 
 func rawSchema(v any) json.RawMessage {

@@ -61,7 +61,11 @@
 // "mcp" and its server name, plus "read_only" (readOnlyHint),
 // "destructive" (destructiveHint true on a tool that is not read-only),
 // "idempotent" (idempotentHint) and "open_world" (openWorldHint true). A
-// tool without a description gets its title as the description.
+// tool without a description gets its title as the description. The
+// tool's title, annotations, icons and _meta, as the server listed them,
+// are kept in utcp.Tool.MCP ({"title", "annotations", "icons", "_meta"},
+// each only when listed), from which the MCP front lists the tool as the
+// server does.
 //
 // With register_resources_as_tools, every resource a server lists (all
 // pages of resources/list) is also a tool "<server>.resource_<name>" (the
@@ -141,8 +145,14 @@
 //     "uri", "name", ...}, annotations and _meta included. Nothing is
 //     dropped; only the result's own _meta is.
 //
+// That value is what the REST front and the exports answer. The result
+// itself, as the server sent it (content blocks with their annotations
+// and _meta, structuredContent, the result's _meta), is kept in
+// utcp.Result.MCP, from which the MCP front answers block for block.
+//
 // An isError result is a *utcp.ToolError whose message is the result's
-// text blocks joined with newlines and whose Value is the value above. A
+// text blocks joined with newlines, whose Value is the value above and
+// whose MCP is the result as sent. A
 // server saying it does not know the tool, whichever way it says it (an
 // isError result such as the TypeScript SDK's "MCP error -32602: Tool x
 // not found", or a JSON-RPC error -32602 "unknown tool" as go-sdk servers
@@ -157,8 +167,9 @@
 // The transport implements transports.Streamer. CallToolStream sends the
 // call with a progress token; every notifications/progress for it is an
 // event {Type: "progress", Data: {"progress", "total", "message"}} (total
-// and message when sent), and the result, as CallTool returns it, is the
-// last event {Type: "result"}, followed by io.EOF. Progress notifications
+// and message when sent, as the server sent them), and the result, as
+// CallTool returns it, is the last event {Type: "result"} (with
+// utcp.Event.MCP set), followed by io.EOF. Progress notifications
 // are read from the wire ahead of the SDK, so they are delivered in order
 // and always before the result they precede. A reader that falls more
 // than 1024 events behind sees the newest progress replace the queued

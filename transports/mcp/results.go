@@ -71,14 +71,17 @@ func unknownTool(msg, tool string) bool {
 		(strings.Contains(l, "tool") && strings.Contains(l, "not found"))
 }
 
-// toolResult turns a tools/call result into a value, or the tool's error.
-func toolResult(s *server, tool string, res *sdk.CallToolResult) (any, error) {
+// toolResult turns a tools/call result into a utcp result (Value and,
+// for the MCP front, the result as the server sent it in MCP), or the
+// tool's error.
+func toolResult(s *server, tool string, res *sdk.CallToolResult) (*utcp.Result, error) {
 	if res == nil {
-		return nil, nil
+		return &utcp.Result{}, nil
 	}
 	v := resultValue(res)
+	native := nativeResult(res)
 	if !res.IsError {
-		return v, nil
+		return &utcp.Result{Value: v, MCP: native}, nil
 	}
 	msg := joinedText(res.Content)
 	if unknownTool(msg, tool) {
@@ -87,7 +90,28 @@ func toolResult(s *server, tool string, res *sdk.CallToolResult) (any, error) {
 	if msg == "" {
 		msg = fmt.Sprintf("mcp: %s: tool %s reported an error", s.what(), tool)
 	}
-	return nil, &utcp.ToolError{Message: msg, Value: v}
+	return nil, &utcp.ToolError{Message: msg, Value: v, MCP: native}
+}
+
+// nativeResult is res as MCP JSON (content blocks with their annotations
+// and _meta, structuredContent, _meta, isError), nil when it does not
+// encode. Protocol bookkeeping of the session it came over (resultType,
+// multi-round-trip input requests) is no part of it.
+func nativeResult(res *sdk.CallToolResult) json.RawMessage {
+	content := res.Content
+	if content == nil {
+		content = []sdk.Content{}
+	}
+	b, err := json.Marshal(struct {
+		Meta              sdk.Meta      `json:"_meta,omitempty"`
+		Content           []sdk.Content `json:"content"`
+		StructuredContent any           `json:"structuredContent,omitempty"`
+		IsError           bool          `json:"isError,omitempty"`
+	}{res.Meta, content, res.StructuredContent, res.IsError})
+	if err != nil {
+		return nil
+	}
+	return b
 }
 
 // joinedText joins the text blocks of content with newlines.

@@ -660,7 +660,7 @@ func (s *server) invoke(ctx context.Context, fn func(ctx context.Context, sess *
 
 // call runs one tool call; onProgress, when set, receives its progress
 // events.
-func (s *server) call(ctx context.Context, tool string, args map[string]any, onProgress func(*utcp.Event)) (any, error) {
+func (s *server) call(ctx context.Context, tool string, args map[string]any, onProgress func(*utcp.Event)) (*utcp.Result, error) {
 	if uri, ok := s.resourceURI(tool); ok {
 		return s.readResource(ctx, tool, uri)
 	}
@@ -685,7 +685,7 @@ func (s *server) call(ctx context.Context, tool string, args map[string]any, onP
 	return toolResult(s, tool, res)
 }
 
-func (s *server) readResource(ctx context.Context, tool, uri string) (any, error) {
+func (s *server) readResource(ctx context.Context, tool, uri string) (*utcp.Result, error) {
 	var res *sdk.ReadResourceResult
 	sess, err := s.invoke(ctx, func(ctx context.Context, sess *session) error {
 		var err error
@@ -695,5 +695,5 @@ func (s *server) readResource(ctx context.Context, tool, uri string) (any, error
 	if err != nil {
 		return nil, s.callError(ctx, sess, tool, err)
 	}
-	return resourceValue(res), nil
+	return &utcp.Result{Value: resourceValue(res)}, nil
 }

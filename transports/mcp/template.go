@@ -37,7 +37,7 @@ const (
 type Template struct {
 	// Config holds the servers, in the standard MCP client JSON shape.
 	// Required.
-	Config ClientConfig `json:"config"`
+	Config ClientConfig `json:"config" jsonschema:"required"`
 	// RegisterResourcesAsTools makes every resource a server lists a tool
 	// named "<server>.resource_<name>" that reads it, as python-utcp does.
 	RegisterResourcesAsTools bool `json:"register_resources_as_tools,omitempty"`
@@ -50,7 +50,7 @@ type ClientConfig struct {
 	// server that is not disabled is required. Server names become the
 	// middle part of tool names (manual.server.tool) and may contain any
 	// character but must not be empty.
-	MCPServers map[string]*Server `json:"mcpServers"`
+	MCPServers map[string]*Server `json:"mcpServers" jsonschema:"required"`
 }
 
 // Server is one MCP server of a manual: a subprocess spoken to over stdio

@@ -280,9 +280,11 @@ func (t *Transport) RegistrationKey(tmpl *utcp.CallTemplate) string { return key
 // result. The value is structuredContent when the server sent it (and
 // only text besides), the text of a single text block (JSON-decoded when
 // it is a JSON object or array), or {"content": [...], "structured": ...}
-// otherwise; see the package documentation. An isError result is a
-// *utcp.ToolError carrying the joined text. An unknown tool (either way a
-// server reports it) is transports.ErrToolNotFound.
+// otherwise; see the package documentation. Result.MCP holds the result
+// as the server sent it (for the MCP front). An isError result is a
+// *utcp.ToolError carrying the joined text (and the result in MCP). An
+// unknown tool (either way a server reports it) is
+// transports.ErrToolNotFound.
 func (t *Transport) CallTool(ctx context.Context, call *utcp.Call) (*utcp.Result, error) {
 	s, tool, err := t.route(call)
 	if err != nil {
@@ -290,19 +292,15 @@ func (t *Transport) CallTool(ctx context.Context, call *utcp.Call) (*utcp.Result
 	}
 	ctx, cancel := s.callContext(ctx)
 	defer cancel()
-	v, err := s.call(ctx, tool, call.Arguments, nil)
-	if err != nil {
-		return nil, err
-	}
-	return &utcp.Result{Value: v}, nil
+	return s.call(ctx, tool, call.Arguments, nil)
 }
 
 // CallToolStream calls the tool with a progress token. Each
 // notifications/progress of the call is an event {Type: "progress", Data:
 // {"progress", "total", "message"}} (total and message when the server
 // sent them), in the order the server sent them; the result is the last
-// event, {Type: "result", Data: <value as CallTool returns it>}, followed
-// by io.EOF. A failure ends the stream with CallTool's error. Closing the
+// event, {Type: "result", Data: <value as CallTool returns it>, MCP:
+// <the result as the server sent it>}, followed by io.EOF. A failure ends the stream with CallTool's error. Closing the
 // stream cancels the call (notifications/cancelled).
 func (t *Transport) CallToolStream(ctx context.Context, call *utcp.Call) (transports.Stream, error) {
 	s, tool, err := t.route(call)
@@ -314,9 +312,9 @@ func (t *Transport) CallToolStream(ctx context.Context, call *utcp.Call) (transp
 	go func() {
 		defer close(st.done)
 		defer cancel()
-		v, err := s.call(ctx, tool, call.Arguments, st.push)
+		res, err := s.call(ctx, tool, call.Arguments, st.push)
 		if err == nil {
-			st.push(&utcp.Event{Type: "result", Data: v})
+			st.push(&utcp.Event{Type: "result", Data: res.Value, MCP: res.MCP})
 			err = io.EOF
 		}
 		st.finish(err)

@@ -26,7 +26,7 @@ const DefaultRetryTimeout = 30 * time.Second
 type Template struct {
 	// URL is the event stream's URL. It may contain {name} placeholders,
 	// each replaced by the escaped argument of that name. Required.
-	URL string `json:"url"`
+	URL string `json:"url" jsonschema:"required"`
 	// EventType, when set, keeps only the events of that name; "message"
 	// matches events without an event field.
 	EventType string `json:"event_type,omitempty"`

@@ -34,7 +34,7 @@ const (
 type Template struct {
 	// URL is the request URL. It may contain {name} placeholders, each
 	// replaced by the escaped argument of that name. Required.
-	URL string `json:"url"`
+	URL string `json:"url" jsonschema:"required"`
 	// HTTPMethod is GET (the default) or POST. Lower case is accepted.
 	HTTPMethod string `json:"http_method,omitempty"`
 	// ContentType is the request body's Content-Type when the headers set

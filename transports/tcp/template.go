@@ -56,9 +56,9 @@ const (
 type Template struct {
 	// Host is the server's host name or IP address. Required. Hosts that
 	// are not literally loopback need AllowInsecure.
-	Host string `json:"host"`
+	Host string `json:"host" jsonschema:"required"`
 	// Port is the server's TCP port, 1 to 65535. Required.
-	Port int `json:"port"`
+	Port int `json:"port" jsonschema:"required"`
 	// Timeout bounds one call, from connecting to its last frame, and
 	// discovery, in milliseconds. Zero means DefaultTimeout.
 	Timeout float64 `json:"timeout,omitempty"`

@@ -18,7 +18,7 @@ type Template struct {
 	// Content is the inline document: a UTCP manual or an OpenAPI
 	// description (JSON or YAML) for discovery, or any text a tool
 	// answers with. Required.
-	Content string `json:"content"`
+	Content string `json:"content" jsonschema:"required"`
 	// BaseURL, when set, is the base of every tool URL of a converted
 	// OpenAPI document, overriding its servers.
 	BaseURL string `json:"base_url,omitempty"`

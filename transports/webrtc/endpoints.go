@@ -3,6 +3,8 @@ package webrtc
 import (
 	"github.com/utcpd/utcpd/internal/netguard"
 	"github.com/utcpd/utcpd/transports"
+	"github.com/utcpd/utcpd/transports/internal/httpclient"
+	"github.com/utcpd/utcpd/utcp"
 )
 
 // Endpoints returns the host and port of the template's signaling_server
@@ -14,4 +16,16 @@ func (t *Template) Endpoints() ([]netguard.HostPort, error) {
 		return nil, err
 	}
 	return []netguard.HostPort{e}, nil
+}
+
+// Check refuses what RegisterManual refuses before it signals: a
+// signaling_server that is not an absolute http(s) or ws(s) URL, or plain
+// http or ws to a host that is not loopback without allow_insecure
+// (httpclient.CheckURL) (transports.Checker).
+func (t *Template) Check() error {
+	u, err := t.signalingURL()
+	if err != nil {
+		return utcp.Errorf(utcp.CodeInvalidTemplate, "webrtc: %w", err)
+	}
+	return httpclient.CheckURL(u, t.AllowInsecure)
 }

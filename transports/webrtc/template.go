@@ -43,10 +43,10 @@ type Template struct {
 	// (offer, answer and trickled candidates as WebSocket messages).
 	// Plain http:// and ws:// are allowed only to loopback hosts unless
 	// AllowInsecure is set. Required.
-	SignalingServer string `json:"signaling_server"`
+	SignalingServer string `json:"signaling_server" jsonschema:"required"`
 	// PeerID names the tool server's peer at the signaling server. It is
 	// sent with the offer. Required.
-	PeerID string `json:"peer_id"`
+	PeerID string `json:"peer_id" jsonschema:"required"`
 	// DataChannelName is the label of the data channel utcpd opens;
 	// empty means DefaultDataChannelName ("tools").
 	DataChannelName string `json:"data_channel_name,omitempty"`

@@ -39,7 +39,7 @@ const (
 // allowed_communication_protocols) live in utcp.CallTemplate.
 type Template struct {
 	// URL is the WebSocket endpoint, ws:// or wss://. Required.
-	URL string `json:"url"`
+	URL string `json:"url" jsonschema:"required"`
 	// Message, when set, is the request sent for a call: a string or a
 	// JSON object or array whose UTCP_ARG_<name>_UTCP_END (or
 	// python-utcp's UTCP_ARG_<name>_UTCP_ARG) placeholders take the call's

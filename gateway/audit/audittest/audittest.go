@@ -8,8 +8,10 @@
 package audittest
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -21,7 +23,8 @@ import (
 )
 
 // Run runs the suite against stores made by newStore. Subtest names are
-// stable.
+// stable. A store that is an audit.Trimmer also has its Trim checked
+// (the subtest "trim" is empty for the others).
 func Run(t *testing.T, newStore func(t *testing.T) audit.Store) {
 	t.Helper()
 	tests := []struct {
@@ -36,6 +39,7 @@ func Run(t *testing.T, newStore func(t *testing.T) audit.Store) {
 		{"prune", testPrune},
 		{"invalid", testInvalid},
 		{"concurrent_appends", testConcurrent},
+		{"trim", testTrim},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, newStore(t)) })
@@ -253,5 +257,94 @@ func testConcurrent(t *testing.T, s audit.Store) {
 			t.Errorf("id %d assigned twice", r.ID)
 		}
 		ids[r.ID] = true
+	}
+}
+
+// testTrim: Trim keeps the newest records within the row and byte limits
+// (the bytes of each record's JSON encoding, ID zero), deletes the
+// oldest, and treats a limit ≤ 0 as none.
+func testTrim(t *testing.T, s audit.Store) {
+	tr, ok := s.(audit.Trimmer)
+	if !ok {
+		return
+	}
+	var recs []audit.Record
+	for i := range 20 {
+		r := Fixture(fmt.Sprintf("t%02d", i), time.Duration(i)*time.Second)
+		r.Reason = strings.Repeat("x", i) // sizes differ
+		recs = append(recs, r)
+	}
+	appendAll(t, s, recs...)
+	size := func(r audit.Record) int64 {
+		r.ID = 0
+		b, err := json.Marshal(&r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return int64(len(b))
+	}
+	kept := func() []string {
+		var out []string
+		for _, r := range query(t, s, audit.Query{Limit: audit.MaxLimit}) {
+			out = append(out, r.Tool)
+		}
+		slices.Reverse(out)
+		return out
+	}
+	names := func(from, to int) []string {
+		var out []string
+		for i := from; i < to; i++ {
+			out = append(out, fmt.Sprintf("t%02d", i))
+		}
+		return out
+	}
+	trim := func(rows, bytes int64) int64 {
+		t.Helper()
+		n, err := tr.Trim(t.Context(), rows, bytes)
+		if err != nil {
+			t.Fatalf("Trim(%d, %d): %v", rows, bytes, err)
+		}
+		return n
+	}
+	if n := trim(0, 0); n != 0 || len(kept()) != 20 {
+		t.Fatalf("Trim without limits deleted %d", n)
+	}
+	if n := trim(100, 1<<40); n != 0 {
+		t.Errorf("Trim within the limits deleted %d", n)
+	}
+	if n := trim(15, 0); n != 5 {
+		t.Errorf("Trim(15 rows) deleted %d, want 5", n)
+	}
+	if d := diff(names(5, 20), kept()); d != "" {
+		t.Errorf("after Trim(15 rows) (-want +got):\n%s", d)
+	}
+	// The byte limit: exactly the newest four fit, not five.
+	var four int64
+	for i := 16; i < 20; i++ {
+		four += size(recs[i])
+	}
+	if n := trim(0, four+size(recs[15])-1); n != 11 {
+		t.Errorf("Trim(bytes) deleted %d, want 11", n)
+	}
+	if d := diff(names(16, 20), kept()); d != "" {
+		t.Errorf("after Trim(bytes) (-want +got):\n%s", d)
+	}
+	if n := trim(0, four); n != 0 {
+		t.Errorf("Trim at exactly the kept size deleted %d", n)
+	}
+	// Both limits: the stricter wins.
+	if n := trim(1, four); n != 3 {
+		t.Errorf("Trim(1 row, bytes) deleted %d, want 3", n)
+	}
+	if d := diff(names(19, 20), kept()); d != "" {
+		t.Errorf("after Trim(1 row) (-want +got):\n%s", d)
+	}
+	if n := trim(0, 1); n != 1 || len(kept()) != 0 {
+		t.Errorf("Trim(1 byte) deleted %d, kept %v", n, kept())
+	}
+	// New records after a trim still get increasing IDs.
+	appendAll(t, s, Fixture("after", time.Minute))
+	if got := kept(); len(got) != 1 || got[0] != "after" {
+		t.Errorf("after appending: %v", got)
 	}
 }
