@@ -53,6 +53,7 @@ type daemonOptions struct {
 	allowedOrigins []string
 	noToken        bool
 	noManual       bool
+	failedManual   bool
 }
 
 func startDaemon(t *testing.T, o daemonOptions) *daemon {
@@ -110,6 +111,13 @@ func startDaemon(t *testing.T, o daemonOptions) *daemon {
 	if !o.noManual {
 		if _, err := g.RegisterManual(t.Context(), json.RawMessage(d.template("demo")), gateway.RegisterOptions{Source: registry.SourceConfig}); err != nil {
 			t.Fatal(err)
+		}
+	}
+	if o.failedManual {
+		// A configuration manual whose backend is away: kept as failed.
+		tpl := `{"name": "away", "call_template_type": "http", "http_method": "GET", "url": "http://127.0.0.1:1/utcp?api_key=sk-live-0123456789abcdefghijkl"}`
+		if _, err := g.RegisterManual(t.Context(), json.RawMessage(tpl), gateway.RegisterOptions{Source: registry.SourceConfig, KeepFailed: true}); err == nil {
+			t.Fatal("a manual at 127.0.0.1:1 registered")
 		}
 	}
 	d.q.Start(g.DispatchApproved)

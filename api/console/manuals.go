@@ -17,69 +17,66 @@ import (
 	"github.com/utcpd/utcpd/utcp"
 )
 
-// Manual states as the Manuals page shows them.
-const (
-	StateReady       = "ready"
-	StateDiscovering = "discovering"
-	StateFailed      = "failed"
-	StateDegraded    = "degraded"
-)
-
-// ManualRow is one manual as the Manuals page lists it.
+// ManualRow is one manual as the Manuals page lists it: its name, source
+// and transport and its health (gateway.ManualHealth), as GET
+// /admin/manuals shows them.
 type ManualRow struct {
 	// Name, Source ("config", "dir", "api") and Transport (the template's
 	// call_template_type) describe the manual.
 	Name, Source, Transport string
-	// State is StateReady, StateDiscovering, StateFailed or
-	// StateDegraded.
-	State string
+	// State is ready, discovering, failed or degraded.
+	State gateway.ManualState
 	// LastErrorCode, LastError and LastErrorAt describe the last failed
-	// discovery ("" and zero when none is known).
+	// discovery ("" and zero once one succeeded); the message is
+	// redacted.
 	LastErrorCode utcp.Code
 	LastError     string
 	LastErrorAt   time.Time
+	// Failures counts the consecutive failed attempts; NextRetry is when
+	// the next background attempt is due (zero when none is).
+	Failures  int
+	NextRetry time.Time
 	// ToolCount is the number of its registered tools.
 	ToolCount int
 	// Registered and Refreshed are when it was registered and last
-	// discovered.
+	// discovered (zero when that has not happened).
 	Registered, Refreshed time.Time
 	// Writable reports that the console may replace and remove it
 	// (source "api").
 	Writable bool
 }
 
-// manualRows lists the manuals for the Manuals page, sorted by name.
-//
-// HOOK(manual health): the gateway of this tree knows only registered
-// manuals, so every row is StateReady with no last error, and a manual
-// that failed to register is not listed. The manual health work (issue
-// 18: gateway.Statuses with ready / discovering / failed / degraded, the
-// last error, failures and next retry, also served by GET /admin/manuals)
-// fills State and LastError* here; the page shows every field already.
+// manualRows lists every manual the gateway knows for the Manuals page,
+// sorted by name: registered ones, failed ones and those whose first
+// discovery is under way (gateway.Statuses).
 func (c *Console) manualRows() []ManualRow {
-	ms := c.g.Manuals()
-	out := make([]ManualRow, 0, len(ms))
-	for _, m := range ms {
-		out = append(out, rowOf(m))
+	ss := c.g.Statuses()
+	out := make([]ManualRow, 0, len(ss))
+	for _, s := range ss {
+		out = append(out, rowOf(s))
 	}
-	slices.SortFunc(out, func(a, b ManualRow) int { return strings.Compare(a.Name, b.Name) })
 	return out
 }
 
-// manualRow returns one manual's row; see manualRows for the HOOK.
+// manualRow returns one manual's row and its registry entry (nil while
+// its first discovery is under way).
 func (c *Console) manualRow(name string) (ManualRow, *registry.Manual, bool) {
-	m, ok := c.g.Manual(name)
+	s, ok := c.g.Status(name)
 	if !ok {
 		return ManualRow{}, nil, false
 	}
-	return rowOf(m), m, true
+	return rowOf(s), s.Manual, true
 }
 
-func rowOf(m *registry.Manual) ManualRow {
-	row := ManualRow{Name: m.Name, Source: m.Source, State: StateReady, ToolCount: len(m.Tools),
-		Registered: m.Registered, Refreshed: m.Refreshed, Writable: m.Source == registry.SourceAPI}
-	if m.Template != nil {
-		row.Transport = m.Template.Type
+func rowOf(s gateway.ManualStatus) ManualRow {
+	h := s.Health
+	row := ManualRow{Name: s.Name, Source: s.Source, Transport: s.Type, State: h.State, ToolCount: h.ToolCount,
+		Failures: h.Failures, NextRetry: h.NextRetry, Writable: s.Source == registry.SourceAPI}
+	if e := h.LastError; e != nil {
+		row.LastErrorCode, row.LastError, row.LastErrorAt = e.Code, utcp.RedactText(e.Message), e.At
+	}
+	if m := s.Manual; m != nil {
+		row.Registered, row.Refreshed = m.Registered, m.Refreshed
 	}
 	return row
 }
@@ -113,7 +110,7 @@ func (c *Console) showManuals(w http.ResponseWriter, r *http.Request, status int
 	rows := c.manualRows()
 	counts := map[string]int{}
 	for _, m := range rows {
-		counts[m.State]++
+		counts[string(m.State)]++
 	}
 	p := page{Title: "Manuals", Nav: "manuals", Data: manualsData{Manuals: rows, Form: f, Types: urlTypes, Counts: counts}}
 	if err != nil {
@@ -332,18 +329,20 @@ func (c *Console) showManual(w http.ResponseWriter, r *http.Request, status int,
 		return
 	}
 	d := manualData{Row: row, Template: "{}", Replace: replaceText}
-	if m.Template != nil && len(m.Template.Raw) > 0 {
+	if m != nil && m.Template != nil && len(m.Template.Raw) > 0 {
 		d.Template = prettyJSON(utcp.Redact(m.Template.Raw))
 	}
 	if d.Replace == "" {
 		d.Replace = d.Template
 	}
-	for _, t := range m.Tools {
-		tr := toolRow{Name: t.Name}
-		if t.Def != nil {
-			tr.Description, tr.Tags = t.Def.Description, t.Def.Tags
+	if m != nil {
+		for _, t := range m.Tools {
+			tr := toolRow{Name: t.Name}
+			if t.Def != nil {
+				tr.Description, tr.Tags = t.Def.Description, t.Def.Tags
+			}
+			d.Tools = append(d.Tools, tr)
 		}
-		d.Tools = append(d.Tools, tr)
 	}
 	if vars, err := c.g.RequiredVariables(name); err != nil {
 		d.VarsErr = problemOf(err).Message

@@ -27,6 +27,41 @@ func TestManualsPage(t *testing.T) {
 	}
 }
 
+// TestFailedManual: a manual that failed to register is listed as
+// failed with its last error (redacted), failures and next retry; its
+// page offers Refresh, which retries at once.
+func TestFailedManual(t *testing.T) {
+	d := startDaemon(t, daemonOptions{failedManual: true})
+	b := d.loggedIn()
+	a := b.get("/ui/manuals")
+	row := between(a.body, `<tr data-manual="away">`, `</tr>`)
+	for _, want := range []string{`class="state failed">failed<`, `<span class="code">discovery_failed</span>`, "1 failed attempt", ", retry in ",
+		`<td class="num">0</td>`, `<td>config</td>`, `<td>http</td>`} {
+		if !strings.Contains(row, want) {
+			t.Errorf("the failed manual's row has no %s:\n%s", want, row)
+		}
+	}
+	if strings.Contains(a.body, "0123456789abcdefghijkl") {
+		t.Errorf("the page shows the URL's api_key")
+	}
+	if !strings.Contains(a.body, "1 failed") || !strings.Contains(a.body, "1 ready") {
+		t.Errorf("the summary does not count the states: %s", between(a.body, `<p class="summary">`, `</p>`))
+	}
+	page := b.get("/ui/manual?name=away")
+	for _, want := range []string{"discovery_failed", "Failed attempts", "Next retry", `action="/ui/manual/refresh"`} {
+		if !strings.Contains(page.body, want) {
+			t.Errorf("the failed manual's page has no %s", want)
+		}
+	}
+	h, _ := d.g.Health("away")
+	if a := b.post("/ui/manual/refresh", url.Values{"name": {"away"}}, nil); a.status != http.StatusUnprocessableEntity || !strings.Contains(a.body, "discovery_failed") {
+		t.Errorf("refreshing the failed manual: %s", a)
+	}
+	if h2, _ := d.g.Health("away"); h2.Failures != h.Failures+1 {
+		t.Errorf("refresh did not retry: %d failures, then %d", h.Failures, h2.Failures)
+	}
+}
+
 // TestAddManual: the two forms register a manual (source api); a failure
 // shows the admin API's code and message on the page, the form kept; a
 // malformed pasted template names its line and column.
