@@ -838,6 +838,8 @@ func (b *schemaBuilder) settingSchema(f reflect.StructField, key string) obj {
 		return b.arraySetting(key)
 	case reflect.TypeFor[codemode.Options]():
 		return b.codeModeSchema()
+	case reflect.TypeFor[MCPSection]():
+		return mcpSectionSchema()
 	}
 	switch f.Type.Kind() {
 	case reflect.String:
@@ -909,6 +911,17 @@ func (b *schemaBuilder) codeModeSchema() obj {
 	return obj{"type": "object", "properties": props, "additionalProperties": false}
 }
 
+// mcpSectionSchema is the schema of the mcp object (MCPSection, read by
+// readMCP: every key optional, unknown keys are errors, a native name is
+// "manual.server").
+func mcpSectionSchema() obj {
+	return obj{"type": "object", "additionalProperties": false, "properties": obj{
+		"codemode": obj{"type": "boolean", "description": "Offer codemode.run on /mcp (default false; never while CodeMode itself is off)."},
+		"native_names": obj{"type": "array", "items": obj{"type": "string", "pattern": `^[^.]+\.[^.]+$`},
+			"description": "MCP servers, each \"manual.server\", whose tools /mcp lists exactly as the server names them (docs/mcp.md)."},
+	}}
+}
+
 // jsonDefault renders a default value: durations as Go duration strings
 // without zero units ("5m", not "5m0s").
 func jsonDefault(v reflect.Value) any {
@@ -973,6 +986,7 @@ var gatewayDocs = map[string]string{
 	"store_resync_interval": "How often a replica re-reads the whole shared store (besides its change notifications).",
 	"store_max_conns":       "The most connections to the shared store.",
 	"public_url":            "The address clients reach the gateway at (scheme, host, optional path prefix), used in the call templates of the UTCP manual at GET /utcp.",
+	"mcp":                   "The MCP front /mcp: codemode.run and native names (docs/mcp.md); every key optional. Unknown keys are errors.",
 	"codemode":              "CodeMode's limits (docs/codemode.md); every key optional. Unknown keys are errors.",
 	"allowed_hosts":         "Host names every route accepts in the Host header besides loopback names, IP literals, the listen host and public_url's host (\"*.example.com\" for subdomains).",
 	"read_timeout":          "The longest time a client may take to send a request body.",

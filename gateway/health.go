@@ -748,3 +748,23 @@ func templateTypeOf(m *registry.Manual) string {
 func jsonEqual(a, b json.RawMessage) bool {
 	return string(a) == string(b)
 }
+
+// KeepRejected keeps a manual its source could not use as written (a
+// configuration template the shared check refused before any
+// discovery, sources.Wanted.Err) as a failed manual called name, as a
+// failed registration with RegisterOptions.KeepFailed would: listed with
+// its error and no tools, so an operator sees it. A manual already
+// registered under name is left serving. err is not retried in the
+// background unless it may go away by itself (retryable); a new version
+// of the source replaces it.
+func (g *Gateway) KeepRejected(name string, raw json.RawMessage, source string, err error) {
+	if name == "" || err == nil || !keepable(err) {
+		return
+	}
+	g.regLock.Lock()
+	defer g.regLock.Unlock()
+	if _, registered := g.reg.Manual(name); registered {
+		return
+	}
+	g.addPlaceholder(name, raw, RegisterOptions{Source: source, KeepFailed: true}, err, time.Now())
+}

@@ -189,8 +189,9 @@ func (s *Reconciler) Sync(ctx context.Context, want []Wanted, vars *manuals.Reso
 					"source", s.source, "manual", w.Name, "origin", w.Origin, "code", utcp.CodeOf(w.Err), "err", w.Err)
 			} else {
 				s.record(s.source, "register", w.Err)
+				s.g.KeepRejected(w.Name, w.Raw, s.source, w.Err)
 				s.log.Error("manual not registered", "source", s.source, "manual", w.Name, "origin", w.Origin,
-					"code", utcp.CodeOf(w.Err), "err", w.Err)
+					"code", utcp.CodeOf(w.Err), "err", gateway.FailureMessage(w.Name, w.Err))
 			}
 			s.have[w.Name] = &entry{fp: fp, origin: w.Origin}
 			continue
