@@ -25,6 +25,9 @@
 //     manual, package api/utcpmanual): the same API keys as /v1/.
 //   - POST /v1/codemode and GET /v1/codemode/interfaces (CodeMode,
 //     package api/codemode): the same API keys as /v1/.
+//   - /ui/ (the web console, package api/console): a login page that
+//     takes the admin token, then a session cookie and a CSRF token on
+//     every form; GET / sends a browser (Accept: text/html) there.
 //   - /healthz, /readyz, /metrics and /openapi.json are open: bind the
 //     listener to loopback or put a proxy in front to restrict them.
 //
@@ -32,7 +35,8 @@
 // a loopback name, an IP literal or a configured host, a browser Origin
 // must be the daemon's own or a configured one (403 forbidden otherwise),
 // and every POST, PUT or PATCH must be sent as application/json (415
-// unsupported_media_type), empty bodies included. Request bodies are
+// unsupported_media_type), empty bodies included — except that the
+// console's forms under /ui/ may also be url-encoded. Request bodies are
 // capped (Options.MaxBodyBytes, 413 payload_too_large) and must arrive
 // within Options.ReadTimeout.
 package api
@@ -52,6 +56,7 @@ import (
 
 	"github.com/utcpd/utcpd/api/admin"
 	"github.com/utcpd/utcpd/api/codemode"
+	"github.com/utcpd/utcpd/api/console"
 	"github.com/utcpd/utcpd/api/front"
 	"github.com/utcpd/utcpd/api/httpx"
 	"github.com/utcpd/utcpd/api/llm"
@@ -92,7 +97,9 @@ type Options struct {
 	Degraded func() error
 	// Observer, when set, counts registrations and calls in flight, and is
 	// told the Gateway for its gauges. Install Observer.OnCall as
-	// gateway.Options.OnCall for the per-call metrics and log lines.
+	// gateway.Options.OnCall for the per-call metrics and log lines; it
+	// also feeds the web console's Traffic page (Observer.SetTap), which
+	// stays empty without an Observer.
 	Observer *Observer
 	// Metrics serves /metrics. Default: the Observer's registry when it is
 	// a prometheus.Gatherer, else prometheus.DefaultGatherer.
@@ -245,6 +252,18 @@ func newServer(opts Options) (*server, error) {
 	}
 	um.Register(rt, httpx.RequireKeys(httpx.NewKeys(opts.APIKeys), "utcpd"))
 
+	// The web console (/ui/): the admin token at its login page, the
+	// same gateway, review queue and audit store as the admin API.
+	con, err := console.New(console.Options{Gateway: opts.Gateway, AdminToken: opts.AdminToken, Reviews: opts.Reviews, Audit: opts.Audit,
+		Recorder: recorder, CallTimeout: opts.DefaultTimeout, DiscoveryTimeout: min(admin.DefaultTimeout, opts.MaxTimeout),
+		MaxBodyBytes: opts.MaxBodyBytes, PublicURL: opts.PublicURL, Logger: log.With("front", console.FrontName), Version: opts.Version})
+	if err != nil {
+		return nil, fmt.Errorf("api: %w", err)
+	}
+	if opts.Observer != nil {
+		opts.Observer.SetTap(con.Record)
+	}
+
 	health, _ := json.Marshal(map[string]string{"status": "ok", "version": opts.Version})
 	rt.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		httpx.WriteRaw(w, http.StatusOK, "application/json", health)
@@ -315,13 +334,14 @@ func newServer(opts Options) (*server, error) {
 	mux.Handle(mcpfront.Path, mcpFront.Handler())
 	// Tool names with "/" are routable with plain slashes
 	// (front.SlashNames).
-	mux.Handle("/", front.SlashNames(rt))
+	mux.Handle(console.Path, con)
+	mux.Handle("/", console.RedirectBrowsers(front.SlashNames(rt)))
 	// One perimeter for every route (docs/security.md, "Web pages"):
 	// Host, Origin and Content-Type are checked before any handler runs.
 	perimeter := httpx.Perimeter{
 		ListenHost: opts.ListenHost, PublicURL: opts.PublicURL,
 		AllowedHosts: opts.AllowedHosts, AllowedOrigins: opts.AllowedOrigins,
-		ReadTimeout: opts.ReadTimeout,
+		ReadTimeout: opts.ReadTimeout, FormPaths: []string{console.Path},
 		Refuse: func(w http.ResponseWriter, r *http.Request, err *utcp.Error) {
 			if r.URL.Path == mcpfront.Path {
 				mcpfront.Refuse(w, err)

@@ -43,6 +43,7 @@ type Observer struct {
 	inFlight  prometheus.Gauge
 	regs      *prometheus.CounterVec
 	inv       *inventory
+	tap       atomic.Pointer[func(*gateway.CallRecord)]
 }
 
 // unresolvedTool is the tool label of a call whose name matched no tool.
@@ -117,10 +118,24 @@ func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
 // with Options.Gateway.
 func (o *Observer) SetGateway(g *gateway.Gateway) { o.inv.gw.Store(g) }
 
+// SetTap makes OnCall hand every record to fn as well (the web console's
+// traffic view); fn must be fast, must not block and must not keep rec.
+// nil removes it.
+func (o *Observer) SetTap(fn func(rec *gateway.CallRecord)) {
+	if fn == nil {
+		o.tap.Store(nil)
+		return
+	}
+	o.tap.Store(&fn)
+}
+
 // OnCall records one finished call: it logs one line (tool, outcome,
 // duration, guard decision; never arguments or results) and updates the
 // call, latency and guard metrics. Install it as gateway.Options.OnCall.
 func (o *Observer) OnCall(rec *gateway.CallRecord) {
+	if tap := o.tap.Load(); tap != nil {
+		(*tap)(rec)
+	}
 	outcome := "ok"
 	if rec.Code != "" {
 		outcome = string(rec.Code)

@@ -33,7 +33,6 @@
 package admin
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"log/slog"
@@ -262,18 +261,7 @@ func (h *Handler) readTemplate(w http.ResponseWriter, r *http.Request) (json.Raw
 	if err := httpx.ReadBody(w, r, h.maxBody, buf); err != nil {
 		return nil, err
 	}
-	data := bytes.TrimSpace(buf.Bytes())
-	if len(data) == 0 {
-		return nil, httpx.Errorf(utcp.CodeInvalidRequest, "the body must be one manual call template (a JSON object)")
-	}
-	if !json.Valid(data) {
-		var v any
-		return nil, httpx.DecodeStrict(data, &v)
-	}
-	if data[0] != '{' {
-		return nil, httpx.Errorf(utcp.CodeInvalidRequest, "the body must be one manual call template (a JSON object)")
-	}
-	return json.RawMessage(bytes.Clone(data)), nil
+	return CheckTemplate(buf.Bytes())
 }
 
 func (h *Handler) create(w http.ResponseWriter, r *http.Request) {
@@ -367,23 +355,7 @@ func withName(raw json.RawMessage, name string) (json.RawMessage, error) {
 // writable returns manual_read_only for a manual whose source is the
 // configuration file or the manuals directory, nil otherwise (including
 // when it is not registered).
-func (h *Handler) writable(name string) error {
-	m, ok := h.g.Manual(name)
-	if !ok {
-		return nil
-	}
-	var where string
-	switch m.Source {
-	case registry.SourceConfig:
-		where = "the configuration file (source \"config\"); change it there and reload the daemon"
-	case registry.SourceDir:
-		where = "the manuals directory (source \"dir\"); edit or remove its file there"
-	default:
-		return nil
-	}
-	return httpx.Errorf(utcp.CodeManualReadOnly, "manual %q comes from %s", name, where).
-		WithDetail("manual", name).WithDetail("source", m.Source)
-}
+func (h *Handler) writable(name string) error { return ReadOnly(h.g, name) }
 
 func (h *Handler) list(w http.ResponseWriter, r *http.Request) {
 	ss := h.g.Statuses()

@@ -73,17 +73,10 @@ func (h *Handler) listAudit(w http.ResponseWriter, r *http.Request) {
 		out.Records = []audit.Record{}
 	}
 	for i := range out.Records {
-		rec := &out.Records[i]
 		// A guard's reason (a webhook's, say) or a requested name may
 		// quote a secret; the store keeps what happened, the answer
 		// shows it redacted.
-		rec.Tool, rec.Reason = utcp.RedactText(rec.Tool), utcp.RedactText(rec.Reason)
-		steps := make([]audit.Step, len(rec.Steps))
-		for j, st := range rec.Steps {
-			st.Reason = utcp.RedactText(st.Reason)
-			steps[j] = st
-		}
-		rec.Steps = steps
+		RedactRecord(&out.Records[i])
 	}
 	if len(recs) == q.EffectiveLimit() && len(recs) > 0 {
 		out.Next = strconv.FormatInt(recs[len(recs)-1].ID, 10)

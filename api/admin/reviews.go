@@ -2,7 +2,6 @@ package admin
 
 import (
 	"encoding/json"
-	"errors"
 	"net/http"
 	"strings"
 	"time"
@@ -193,9 +192,4 @@ func (h *Handler) decide(w http.ResponseWriter, r *http.Request, approve bool) {
 	httpx.WriteJSON(w, http.StatusOK, summary(rv, time.Now()))
 }
 
-func reviewError(err error, id string) error {
-	if errors.Is(err, review.ErrNotFound) {
-		return httpx.Errorf(utcp.CodeNotFound, "review %s not found", id).WithDetail("review_id", id)
-	}
-	return err
-}
+func reviewError(err error, id string) error { return ReviewError(err, id) }

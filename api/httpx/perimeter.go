@@ -2,6 +2,7 @@ package httpx
 
 import (
 	"io"
+	"mime"
 	"net"
 	"net/http"
 	"net/url"
@@ -32,6 +33,11 @@ const DefaultReadTimeout = 30 * time.Second
 //     (application/json or a +json type), empty bodies included: 415
 //     unsupported_media_type. A form or a no-cors fetch cannot send one
 //     without a CORS preflight, which the Origin check refuses.
+//     The one exception is FormPaths: a POST to a path under one of
+//     them may also be application/x-www-form-urlencoded (the web
+//     console's forms, which carry their own CSRF token); multipart and
+//     text/plain are refused there too, and the Host and Origin checks
+//     apply unchanged.
 //
 // A request with a body gets a read deadline (ReadTimeout) that is lifted
 // once its body has been read, so a client that stalls mid-body is cut
@@ -55,6 +61,11 @@ type Perimeter struct {
 	// ReadTimeout bounds the time to send a request body (default
 	// DefaultReadTimeout; negative: no bound).
 	ReadTimeout time.Duration
+	// FormPaths are path prefixes ("/ui/") under which a POST may be
+	// application/x-www-form-urlencoded as well as JSON. Only the web
+	// console (api/console) is mounted there; it checks a CSRF token on
+	// every form. Every other path stays JSON-only.
+	FormPaths []string
 	// Refuse writes a refusal; nil writes the error envelope (WriteError).
 	// The MCP front answers JSON-RPC error objects instead.
 	Refuse func(w http.ResponseWriter, r *http.Request, err *utcp.Error)
@@ -88,11 +99,17 @@ type perimeter struct {
 	origins     map[string]bool
 	anyOrigin   bool
 	readTimeout time.Duration
+	formPaths   []string
 	refuse      func(w http.ResponseWriter, r *http.Request, err *utcp.Error)
 }
 
 func (p Perimeter) compile() *perimeter {
 	c := &perimeter{hosts: map[string]bool{}, origins: map[string]bool{}, readTimeout: p.ReadTimeout, refuse: p.Refuse}
+	for _, fp := range p.FormPaths {
+		if strings.HasPrefix(fp, "/") && strings.HasSuffix(fp, "/") {
+			c.formPaths = append(c.formPaths, fp)
+		}
+	}
 	if c.readTimeout == 0 {
 		c.readTimeout = DefaultReadTimeout
 	}
@@ -141,12 +158,38 @@ func (c *perimeter) check(r *http.Request) *utcp.Error {
 	}
 	switch r.Method {
 	case http.MethodPost, http.MethodPut, http.MethodPatch:
-		if ct := r.Header.Get("Content-Type"); !isJSONType(ct) {
+		ct := r.Header.Get("Content-Type")
+		form := r.Method == http.MethodPost && c.formPath(r.URL.Path)
+		if form && !isJSONType(ct) && !isFormType(ct) {
+			return Errorf(utcp.CodeUnsupportedMediaType, "%s needs Content-Type: application/json or application/x-www-form-urlencoded (got %q), also with an empty body", r.Method, ct).
+				WithDetail("content_type", ct)
+		}
+		if !form && !isJSONType(ct) {
 			return Errorf(utcp.CodeUnsupportedMediaType, "%s needs Content-Type: application/json (got %q), also with an empty body", r.Method, ct).
 				WithDetail("content_type", ct)
 		}
 	}
 	return nil
+}
+
+// formPath reports whether path lies under one of FormPaths. The path
+// must be clean (no "." or ".." segment, no "//"), so that a prefix
+// cannot be reached from outside it.
+func (c *perimeter) formPath(path string) bool {
+	for _, fp := range c.formPaths {
+		if strings.HasPrefix(path, fp) && !strings.Contains(path, "/./") && !strings.Contains(path, "/../") &&
+			!strings.Contains(path, "//") && !strings.HasSuffix(path, "/..") && !strings.HasSuffix(path, "/.") {
+			return true
+		}
+	}
+	return false
+}
+
+// isFormType reports whether ct is application/x-www-form-urlencoded
+// (parameters such as charset allowed).
+func isFormType(ct string) bool {
+	mt, _, err := mime.ParseMediaType(ct)
+	return err == nil && mt == "application/x-www-form-urlencoded"
 }
 
 // hostAllowed reports whether a Host header may be served: empty

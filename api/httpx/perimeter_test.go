@@ -168,3 +168,57 @@ func TestPerimeterReadDeadline(t *testing.T) {
 		t.Fatalf("a stalled body got %q", got)
 	}
 }
+
+// TestPerimeterFormPaths: under FormPaths (the web console) a POST may
+// be a url-encoded form; nowhere else, and not with another type or
+// method, and the Host and Origin checks still apply there.
+func TestPerimeterFormPaths(t *testing.T) {
+	p := httpx.Perimeter{FormPaths: []string{"/ui/", "bad-not-a-prefix"}}
+	form := "application/x-www-form-urlencoded"
+	cases := []struct {
+		name, method, path, host, origin, ctype string
+		want                                    utcp.Code
+	}{
+		{name: "console form", method: "POST", path: "/ui/login", ctype: form},
+		{name: "console form with charset", method: "POST", path: "/ui/manuals", ctype: form + "; charset=UTF-8"},
+		{name: "console json", method: "POST", path: "/ui/call", ctype: "application/json"},
+		{name: "console own origin", method: "POST", path: "/ui/login", ctype: form, origin: "http://127.0.0.1:8787"},
+		{name: "console foreign origin", method: "POST", path: "/ui/login", ctype: form, origin: "https://evil.example", want: utcp.CodeForbidden},
+		{name: "console other local origin", method: "POST", path: "/ui/login", ctype: form, origin: "http://localhost:3000", want: utcp.CodeForbidden},
+		{name: "console rebinding host", method: "POST", path: "/ui/login", ctype: form, host: "rebind.attacker.example:8787", want: utcp.CodeForbidden},
+		{name: "console multipart", method: "POST", path: "/ui/login", ctype: "multipart/form-data; boundary=x", want: utcp.CodeUnsupportedMediaType},
+		{name: "console text plain", method: "POST", path: "/ui/login", ctype: "text/plain", want: utcp.CodeUnsupportedMediaType},
+		{name: "console no type", method: "POST", path: "/ui/login", ctype: "-", want: utcp.CodeUnsupportedMediaType},
+		{name: "console form PUT", method: "PUT", path: "/ui/manuals", ctype: form, want: utcp.CodeUnsupportedMediaType},
+		{name: "prefix itself only as a folder", method: "POST", path: "/uifoo", ctype: form, want: utcp.CodeUnsupportedMediaType},
+		{name: "dot-dot out of the prefix", method: "POST", path: "/ui/../v1/tools/t/call", ctype: form, want: utcp.CodeUnsupportedMediaType},
+		{name: "double slash", method: "POST", path: "/ui//v1", ctype: form, want: utcp.CodeUnsupportedMediaType},
+		{name: "REST stays JSON-only", method: "POST", path: "/v1/tools/t/call", ctype: form, want: utcp.CodeUnsupportedMediaType},
+		{name: "admin stays JSON-only", method: "POST", path: "/admin/manuals", ctype: form, want: utcp.CodeUnsupportedMediaType},
+		{name: "utcp stays JSON-only", method: "POST", path: "/utcp/call/t", ctype: form, want: utcp.CodeUnsupportedMediaType},
+		{name: "a non-prefix entry is ignored", method: "POST", path: "/bad-not-a-prefix/x", ctype: form, want: utcp.CodeUnsupportedMediaType},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := httptest.NewRequest(c.method, "http://127.0.0.1:8787/", strings.NewReader("a=1"))
+			r.URL.Path = c.path
+			r.Host = "127.0.0.1:8787"
+			if c.host != "" {
+				r.Host = c.host
+			}
+			if c.origin != "" {
+				r.Header.Set("Origin", c.origin)
+			}
+			if c.ctype != "-" {
+				r.Header.Set("Content-Type", c.ctype)
+			}
+			err := p.Check(r)
+			switch {
+			case c.want == "" && err != nil:
+				t.Fatalf("refused: %v", err)
+			case c.want != "" && (err == nil || err.Code != c.want):
+				t.Fatalf("got %v, want %s", err, c.want)
+			}
+		})
+	}
+}
