@@ -35,16 +35,8 @@ var passes = expectation{stdio: true, http: true, cli: true}
 // Reasons a scenario differs from direct, short, for the table; the
 // numbers are the items of issue 16, and docs/mcp.md explains each one:
 //
-//   - names: the suite calls the backend's own tool names; utcpd lists
-//     conf.everything.<name> and cannot yet serve a backend under its own
-//     names.
-//   - flattened: image, audio and resource blocks come back as one JSON
-//     text block (plus structuredContent).
 //   - logs: the backend session sets no log level (go-sdk servers send no
 //     notifications/message then) and the front relays none.
-//   - progress: beyond names it passes, but progress is renumbered 1..n
-//     without total, the message is the event's JSON, and the events are
-//     appended to the result.
 //   - asks: the backend session declares neither sampling nor elicitation,
 //     so the fixture's request fails ("client does not support …").
 //   - polling: no check runs anywhere (0/0, warnings only): go-sdk sends
@@ -52,12 +44,8 @@ var passes = expectation{stdio: true, http: true, cli: true}
 //     scenario's raw request announces 2025-03-26; through utcpd its raw
 //     call of test_reconnection is an unknown tool.
 const (
-	namesOnly  = "names (6)"
-	flattened  = "names (6); content flattened into JSON text (1)"
-	logs       = "names (6); log messages not relayed (4)"
-	progress   = "names (6); beyond names it passes, progress renumbered (6)"
-	asks       = "names (6); no sampling/elicitation on the backend session (4)"
-	schema     = "names (6); beyond names it passes (keywords listed unchanged)"
+	logs       = "log messages not relayed (4)"
+	asks       = "no sampling/elicitation on the backend session (4)"
 	completion = "no completion/complete on the front (3)"
 	reads      = "no backend resources on the front (3)"
 	subscribe  = "no resources/subscribe on the front (3)"
@@ -72,26 +60,26 @@ const (
 // utcpd. A scenario expected to pass that fails fails the test; one not
 // expected to pass that passes is reported as UNEXPECTED PASS (an error
 // with UTCPD_CONFORMANCE_STRICT=1) so that the table can be tightened.
-// docs/mcp.md shows the same table. When the gateway can serve a backend
-// under its own names (issue 16 item 6), turn that on in writeConfig and
-// the rows that fail only by names move to passes.
+// docs/mcp.md shows the same table. The fixture is served under its own
+// names (gateway.mcp.native_names, utcpd mcp --native-names), as the suite
+// calls its tools.
 var throughUtcpd = map[string]expectation{
 	"server-initialize":             passes,
 	"logging-set-level":             {true, true, true, setLevel},
 	"ping":                          passes,
 	"completion-complete":           {reason: completion},
 	"tools-list":                    passes,
-	"tools-call-simple-text":        {reason: namesOnly},
-	"tools-call-image":              {reason: flattened},
-	"tools-call-audio":              {reason: flattened},
-	"tools-call-embedded-resource":  {reason: flattened},
-	"tools-call-mixed-content":      {reason: flattened},
+	"tools-call-simple-text":        passes,
+	"tools-call-image":              passes,
+	"tools-call-audio":              passes,
+	"tools-call-embedded-resource":  passes,
+	"tools-call-mixed-content":      passes,
 	"tools-call-with-logging":       {reason: logs},
-	"tools-call-error":              {reason: namesOnly},
-	"tools-call-with-progress":      {reason: progress},
+	"tools-call-error":              passes,
+	"tools-call-with-progress":      passes,
 	"tools-call-sampling":           {reason: asks},
 	"tools-call-elicitation":        {reason: asks},
-	"json-schema-2020-12":           {reason: schema},
+	"json-schema-2020-12":           passes,
 	"elicitation-sep1034-defaults":  {reason: asks},
 	"server-sse-polling":            {true, true, true, polling},
 	"server-sse-multiple-streams":   {true, true, true, bridgeOnly},
@@ -152,7 +140,7 @@ func TestConformance(t *testing.T) {
 		dir := t.TempDir()
 		cfg := writeConfig(t, dir, map[string]any{"command": fixture})
 		b := startBridge(t, func() *exec.Cmd {
-			cmd := exec.Command(utcpd, "mcp", "--config", cfg, "--log-level", "warn")
+			cmd := exec.Command(utcpd, "mcp", "--config", cfg, "--log-level", "warn", "--native-names", manualName+"."+serverName)
 			cmd.Dir = dir
 			cmd.Env = cleanEnv(dir)
 			return cmd

@@ -108,6 +108,9 @@ func writeConfig(t testing.TB, dir string, server map[string]any) string {
 			"name": manualName, "call_template_type": "mcp",
 			"config": map[string]any{"mcpServers": map[string]any{serverName: server}},
 		}},
+		// The fixture's tools under their own names, as the suite calls
+		// them (issue 16 item 6).
+		"gateway": map[string]any{"mcp": map[string]any{"native_names": []string{manualName + "." + serverName}}},
 	}
 	raw, err := json.MarshalIndent(cfg, "", "  ")
 	if err != nil {
