@@ -328,7 +328,7 @@ func auditRecord(rec *CallRecord) audit.Record {
 		Time: rec.Start, Front: rec.Front, Principal: rec.Principal,
 		Tool: rec.Tool, Qualified: rec.Qualified, Protocol: rec.Protocol,
 		Decision: string(rec.Verdict.Decision), Guard: rec.Verdict.Guard, Reason: rec.Verdict.Reason,
-		Dispatched: rec.Dispatched, Outcome: "ok", Duration: rec.Duration, ReviewID: rec.ReviewID, Stream: rec.Stream,
+		Dispatched: rec.Dispatched, Outcome: "ok", Duration: rec.Duration, ReviewID: rec.ReviewID, Stream: rec.Stream, Kind: rec.Kind,
 		Steps: make([]audit.Step, len(rec.Steps)),
 	}
 	if rec.Code != "" {

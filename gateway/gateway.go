@@ -108,6 +108,10 @@ type CallRecord struct {
 	Dispatched bool
 	// ReviewID names the call's review, "" if none.
 	ReviewID string
+	// Kind is guard.ActionResource or guard.ActionPrompt for an MCP
+	// resources/read or prompts/get (Tool and Qualified are then the
+	// resource's URI or the prompt's name), "" for a tool call.
+	Kind string
 
 	trace guard.Trace
 }
@@ -140,9 +144,10 @@ type Gateway struct {
 	mu         sync.Mutex
 	transports map[string]transports.Counted
 	closed     bool
-	regLock    sync.Mutex // serialises name checks and registry updates
-	watch      watchers   // Subscribe's functions (watch.go)
-	followOnce sync.Once  // Restore starts following the store once (follow.go)
+	regLock    sync.Mutex  // serialises name checks and registry updates
+	watch      watchers    // Subscribe's functions (watch.go)
+	resWatch   resWatchers // WatchResources's functions (resources.go)
+	followOnce sync.Once   // Restore starts following the store once (follow.go)
 	health     healthTable
 }
 
@@ -213,10 +218,11 @@ func (g *Gateway) transport(typ string) (transports.Counted, error) {
 		return nil, utcp.NewError(utcp.CodeInvalidTemplate, "unknown call_template_type %q", typ)
 	}
 	tr, err := info.New(transports.Options{
-		Config:         g.opts.TransportConfig[typ],
-		Logger:         g.log.With("transport", typ),
-		Tokens:         g.tokens,
-		OnToolsChanged: g.toolsChanged,
+		Config:          g.opts.TransportConfig[typ],
+		Logger:          g.log.With("transport", typ),
+		Tokens:          g.tokens,
+		OnToolsChanged:  g.toolsChanged,
+		OnResourceEvent: g.resourceEvent,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("starting %s transport: %w", typ, err)

@@ -74,6 +74,30 @@ type Call struct {
 	// Template is the tool's call template as raw JSON (before variable
 	// substitution, so without secrets); nil if unresolved.
 	Template json.RawMessage
+	// Kind is what the call does: ActionTool (a tool call; "" means the
+	// same), ActionResource (an MCP resources/read: Tool is the URI as
+	// requested, Qualified the resource's utcpd URI, Arguments
+	// {"uri": <the URI at the backend>}), or ActionPrompt (an MCP
+	// prompts/get: Tool is the prompt's name as requested, Qualified
+	// manual.server.prompt, Arguments the prompt's arguments). For
+	// resources and prompts Manual is the backend's manual and Protocol
+	// its call_template_type ("mcp").
+	Kind string
+}
+
+// The kinds of action a Call is (Call.Kind).
+const (
+	ActionTool     = "tool"
+	ActionResource = "resource"
+	ActionPrompt   = "prompt"
+)
+
+// KindOf returns c.Kind, ActionTool when it is empty.
+func (c *Call) KindOf() string {
+	if c.Kind == "" {
+		return ActionTool
+	}
+	return c.Kind
 }
 
 // Verdict is a guard's decision with its explanation.

@@ -3,7 +3,8 @@
 // package registers, and the Registry that maps call_template_type to Info.
 //
 // This package is the contract and nothing else: the interfaces (Transport,
-// Streamer, Stream and the optional Keyer, PrefixedNames, Endpointer, Checker), Info
+// Streamer, Stream and the optional Keyer, PrefixedNames, Endpointer, Checker,
+// Resourcer), Info
 // and Registry, template and configuration decoding (DecodeTemplate,
 // DecodeTemplateOf, SpecOf, DecodeConfig), the registration counter Count,
 // the sentinel errors and the discovery limits.
@@ -92,6 +93,12 @@ type Options struct {
 	// Close returns. Nil means nobody listens; transports that cannot
 	// detect changes never call it.
 	OnToolsChanged func(manual string)
+	// OnResourceEvent, when set, is called by transports that are a
+	// Resourcer with each notification a backend sends about its
+	// resources and prompts (list changes, updates of subscribed
+	// resources), from the transport's own goroutines, never while it
+	// holds a lock. It must not block. Nil means nobody listens.
+	OnResourceEvent func(ev ResourceEvent)
 }
 
 // TokenSource hands out oauth2 client-credentials access tokens. It is

@@ -277,6 +277,8 @@ type Server struct {
 	stateful, stateless http.Handler
 	authed              func(http.Handler) http.Handler
 
+	res *resources // backends' resources and prompts (resources.go), nil if none
+
 	sessMu    sync.Mutex
 	admitting int // new sessions being created now
 	listens   int // open subscriptions/listen streams
@@ -348,12 +350,14 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 			s.origins[o] = true
 		}
 	}
-	s.mcp = mcp.NewServer(&mcp.Implementation{Name: opts.Name, Version: opts.Version}, &mcp.ServerOptions{
+	serverOpts := &mcp.ServerOptions{
 		Instructions: opts.Instructions,
 		PageSize:     opts.PageSize,
 		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
 		Logger:       log.With("component", "mcp-sdk"),
-	})
+	}
+	s.resourceOptions(serverOpts)
+	s.mcp = mcp.NewServer(&mcp.Implementation{Name: opts.Name, Version: opts.Version}, serverOpts)
 	if opts.CodeMode != nil {
 		if err := s.addCodeMode(); err != nil {
 			s.endLife()
@@ -375,6 +379,7 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		s.endLife()
 		return nil, err
 	}
+	s.initResources(ctx)
 	s.cancelWatch = backend.Subscribe(s.markDirty)
 	s.initHTTP()
 	return s, nil
@@ -413,6 +418,7 @@ func (s *Server) follow() {
 		if err := s.sync(ctx); err != nil && s.life.Err() == nil {
 			s.log.Warn("MCP front: reading the tool set failed; the last one keeps serving", "err", err)
 		}
+		s.syncCatalog(ctx)
 		cancel()
 	}
 }
@@ -432,6 +438,7 @@ func (s *Server) Run(ctx context.Context, t mcp.Transport) error {
 func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
 		s.cancelWatch()
+		s.closeResources()
 		s.followMu.Lock()
 		s.closed = true
 		s.followMu.Unlock()

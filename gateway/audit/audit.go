@@ -68,6 +68,10 @@ type Record struct {
 	ReviewID string `json:"review_id,omitempty"`
 	// Stream reports a streaming call.
 	Stream bool `json:"stream,omitempty"`
+	// Kind is what the call did when it was not a tool call: "resource"
+	// (an MCP resources/read; Tool is the URI) or "prompt" (an MCP
+	// prompts/get). Empty for tool calls.
+	Kind string `json:"kind,omitempty"`
 }
 
 // Clone returns a copy of r that shares no memory with it.

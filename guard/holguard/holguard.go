@@ -275,7 +275,7 @@ func (g *Guard) Evaluate(ctx context.Context, call *guard.Call) (guard.Verdict, 
 	command, mapped, err := g.command(call)
 	if !mapped {
 		return guard.Verdict{Decision: g.unmapped,
-			Reason: fmt.Sprintf("tool %q does not map to a shell command for HOL Guard (unmapped_decision %s)", name(call), g.unmapped)}, nil
+			Reason: fmt.Sprintf("%s %q does not map to a shell command for HOL Guard (unmapped_decision %s)", call.KindOf(), name(call), g.unmapped)}, nil
 	}
 	if err != nil {
 		return guard.Verdict{Decision: guard.Deny, Reason: "HOL Guard cannot inspect the call: " + err.Error()}, nil

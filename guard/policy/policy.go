@@ -110,6 +110,11 @@ type Rule struct {
 	Protocols []string `json:"protocols,omitempty"`
 	// Principals are globs over the caller's principal ("" if anonymous).
 	Principals []string `json:"principals,omitempty"`
+	// Kinds are globs over the kind of action (guard.Call.Kind): "tool"
+	// (a tool call), "resource" (an MCP resources/read, whose name for
+	// tools is its utcpd URI) or "prompt" (an MCP prompts/get, named
+	// manual.server.prompt). Absent: every kind.
+	Kinds []string `json:"kinds,omitempty"`
 	// Args are conditions on the arguments; all must match.
 	Args []ArgMatch `json:"args,omitempty"`
 	// Decision is the rule's verdict: allow, deny or review. Required.
@@ -152,8 +157,8 @@ var _ guard.Guard = (*Policy)(nil)
 
 // rule is a compiled rule; a nil condition matches everything.
 type rule struct {
-	tools, manuals, protocols, principals kindcfg.Globs
-	args                                  []argCond
+	tools, manuals, protocols, principals, kinds kindcfg.Globs
+	args                                         []argCond
 }
 
 type argCond struct {
@@ -184,7 +189,7 @@ func New(cfg json.RawMessage, log *slog.Logger) (guard.Guard, error) {
 		log = slog.Default()
 	}
 	for i, r := range c.Rules {
-		if i < len(c.Rules)-1 && len(r.Tools)+len(r.Manuals)+len(r.Protocols)+len(r.Principals)+len(r.Args) == 0 {
+		if i < len(c.Rules)-1 && len(r.Tools)+len(r.Manuals)+len(r.Protocols)+len(r.Principals)+len(r.Kinds)+len(r.Args) == 0 {
 			log.Warn("policy rule matches every call; the rules after it never match",
 				"rule", i, "unreachable", len(c.Rules)-1-i)
 			break
@@ -252,7 +257,7 @@ func compileRule(i int, rc Rule, slots map[string]int) (rule, guard.Verdict, err
 	if err := checkDecision(rc.Decision); err != nil {
 		return rule{}, none, fmt.Errorf("field decision: %w", err)
 	}
-	for field, pats := range map[string][]string{"tools": rc.Tools, "manuals": rc.Manuals, "protocols": rc.Protocols} {
+	for field, pats := range map[string][]string{"tools": rc.Tools, "manuals": rc.Manuals, "protocols": rc.Protocols, "kinds": rc.Kinds} {
 		if slices.Contains(pats, "") {
 			return rule{}, none, fmt.Errorf("field %s: an empty pattern matches nothing; remove it", field)
 		}
@@ -262,6 +267,7 @@ func compileRule(i int, rc Rule, slots map[string]int) (rule, guard.Verdict, err
 		manuals:    condition(rc.Manuals),
 		protocols:  condition(rc.Protocols),
 		principals: condition(rc.Principals),
+		kinds:      condition(rc.Kinds),
 	}
 	for j, a := range rc.Args {
 		ac, err := compileArg(a)
@@ -436,7 +442,8 @@ func (r *rule) match(call *guard.Call, name string, m *memo, pointers int) bool 
 	if len(r.tools) > 0 && !r.tools.Match(name) ||
 		len(r.manuals) > 0 && !r.manuals.Match(call.Manual) ||
 		len(r.protocols) > 0 && !r.protocols.Match(call.Protocol) ||
-		len(r.principals) > 0 && !r.principals.Match(call.Principal) {
+		len(r.principals) > 0 && !r.principals.Match(call.Principal) ||
+		len(r.kinds) > 0 && !r.kinds.Match(call.KindOf()) {
 		return false
 	}
 	if len(r.args) == 0 {

@@ -114,6 +114,9 @@ type Request struct {
 	Arguments map[string]any `json:"arguments"`
 	// Principal names the authenticated caller, "" if anonymous.
 	Principal string `json:"principal"`
+	// Kind is the kind of action: "tool", "resource" (an MCP
+	// resources/read; tool is its URI) or "prompt" (an MCP prompts/get).
+	Kind string `json:"kind"`
 	// Timestamp is Unix seconds, equal to the X-Utcpd-Timestamp header.
 	Timestamp int64 `json:"timestamp"`
 }
@@ -333,7 +336,7 @@ func (g *Guard) Evaluate(ctx context.Context, call *guard.Call) (guard.Verdict, 
 	}
 	ts := g.now().Unix()
 	body, err := encode(Request{Tool: call.Tool, Qualified: call.Qualified, Manual: call.Manual, Protocol: call.Protocol,
-		Arguments: args, Principal: call.Principal, Timestamp: ts})
+		Arguments: args, Principal: call.Principal, Kind: call.KindOf(), Timestamp: ts})
 	if err != nil {
 		return fail(fmt.Sprintf("cannot encode the call: %v", err), nil)
 	}

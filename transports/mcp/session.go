@@ -217,6 +217,7 @@ type server struct {
 	restarts  atomic.Int64 // sessions replaced after the first
 	resMu     sync.Mutex
 	resources map[string]string // resource tool name → URI
+	rs        resState          // resources.go
 }
 
 func newServer(m *manual, name string, cfg *Server, auth *utcp.Auth) *server {
@@ -345,6 +346,7 @@ func (s *server) supervise(sess *session) {
 			if !first {
 				s.restarts.Add(1)
 				s.log.Info("mcp: server session re-established", "transport", sess.kind)
+				s.resubscribe(sess)
 				if s.listed.Load() {
 					s.m.toolsChanged() // a new session may have other tools
 				}
@@ -491,6 +493,7 @@ func (s *server) newClient() *sdk.Client {
 			}
 		}
 	}
+	s.resourceHandlers(opts)
 	return sdk.NewClient(&sdk.Implementation{Name: "utcpd", Version: utcp.Version}, opts)
 }
 

@@ -169,6 +169,9 @@ type Transport struct {
 	tokens    transports.TokenSource
 	client    *http.Client // pooled connections shared by every HTTP server
 	onChanged func(manual string)
+	// onResource relays the servers' notifications about resources and
+	// prompts (resources.go).
+	onResource func(transports.ResourceEvent)
 
 	ctx    context.Context // cancelled by Close
 	cancel context.CancelFunc
@@ -195,12 +198,13 @@ func New(opts transports.Options) (*Transport, error) {
 		return nil, utcp.NewError(utcp.CodeInvalidConfig, "mcp: timeouts and backoffs must not be negative")
 	}
 	t := &Transport{
-		log:       log,
-		cfg:       cfg.settings(),
-		tokens:    opts.Tokens,
-		client:    httpclient.New(httpclient.Options{}),
-		onChanged: opts.OnToolsChanged,
-		manuals:   map[string]*manual{},
+		log:        log,
+		cfg:        cfg.settings(),
+		tokens:     opts.Tokens,
+		client:     httpclient.New(httpclient.Options{}),
+		onChanged:  opts.OnToolsChanged,
+		onResource: opts.OnResourceEvent,
+		manuals:    map[string]*manual{},
 	}
 	if t.tokens == nil {
 		t.tokens = oauth2.NewTokenCache(t.client)
