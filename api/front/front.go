@@ -8,6 +8,10 @@
 //	POST /v1/tools/{name}/call     call once: {"arguments": {...}} → {"result": ..., "is_error": bool}
 //	POST /v1/tools/{name}/stream   call as a stream: text/event-stream of chunk events, then end or error
 //	GET  /v1/reviews/{id}          a parked call's review: its status and, once it ran, its result
+//	GET  /v1/resources             MCP servers' resources and resource templates (resources.go)
+//	GET  /v1/resources/read?uri=   read one
+//	GET  /v1/prompts               MCP servers' prompts
+//	POST /v1/prompts/{name}/get    get one: {"arguments": {"k": "v"}}
 //
 // Listing pages: without q the tools come sorted by qualified name (byte
 // order), at most limit (default 100, at most 1,000) a page, and
@@ -176,6 +180,7 @@ func (h *Handler) Register(rt *httpx.Router, wrap func(http.Handler) http.Handle
 	handle("POST /v1/tools/{name}/call", h.call)
 	handle("POST /v1/tools/{name}/stream", h.stream)
 	handle("GET /v1/reviews/{id}", h.review)
+	h.registerResources(handle)
 }
 
 // Tool is a tool as the front shows it. Inputs and Outputs are JSON

@@ -50,9 +50,9 @@ type resources struct {
 	cancelWatch func()
 
 	mu        sync.Mutex
-	resources map[string]publishedItem // front URI → item
-	templates map[string]publishedItem // front URI template → item
-	prompts   map[string]publishedItem // front name → item
+	resources map[string]publishedItem                 // front URI → item
+	templates map[string]publishedItem                 // front URI template → item
+	prompts   map[string]publishedItem                 // front name → item
 	subs      map[*mcp.ServerSession]map[string]string // session → front URI → utcpd URI
 }
 

@@ -28,7 +28,10 @@
 //     would read it back as one word (the way the cli transport passes
 //     it), the steps joined by newlines.
 //
-// Any other call is unmapped and gets unmapped_decision. A mapped call
+// Any other call is unmapped and gets unmapped_decision; so are MCP
+// resource reads and prompts (guard.Call.Kind "resource" and "prompt")
+// unless a command_from glob matches their name (a utcpd URI, or
+// manual.server.prompt). A mapped call
 // whose command cannot be built (its argument is missing, the template has
 // no commands, the result is blank) is denied.
 //

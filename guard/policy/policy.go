@@ -31,6 +31,16 @@
 //     against the call's manual, protocol and principal. A name that did
 //     not resolve has an empty manual and protocol; an anonymous caller has
 //     the principal "", which only the pattern "" (or "*") matches.
+//   - kinds: globs matched against the kind of action (guard.Call.Kind):
+//     "tool" for a tool call, "resource" for an MCP resources/read and
+//     "prompt" for an MCP prompts/get of an MCP server behind utcpd. For
+//     those two, tools matches the resource's utcpd URI
+//     ("utcpd://manual.server/<the server's URI>") or the prompt's name
+//     ("manual.server.prompt"), manuals and protocols the MCP server's
+//     manual and "mcp", and args a resource read's {"uri": <the server's
+//     URI>} or a prompt's arguments. A rule without kinds matches every
+//     kind, so {"manuals": ["files"], "decision": "deny"} denies the
+//     manual's resources and prompts as well as its tools.
 //   - args: conditions on the arguments, each a JSON Pointer (RFC 6901)
 //     into the arguments object and exactly one of regex (Go RE2 syntax,
 //     unanchored unless the pattern anchors it) or equals (any JSON value,

@@ -4,7 +4,7 @@
 // For every call it POSTs a JSON body (Request):
 //
 //	{"tool": "delete", "qualified": "files.delete", "manual": "files", "protocol": "http",
-//	 "arguments": {"path": "/tmp/x"}, "principal": "alice", "timestamp": 1764500000}
+//	 "arguments": {"path": "/tmp/x"}, "principal": "alice", "kind": "tool", "timestamp": 1764500000}
 //
 // with the headers
 //
@@ -14,7 +14,11 @@
 //
 // plus the configured headers. timestamp is Unix seconds, the same in the
 // header and the body; unresolved fields are "", and arguments is {} when
-// the call has none. A receiver checks the signature over the exact bytes
+// the call has none. kind is "tool" for a tool call, "resource" for an
+// MCP resources/read (tool and qualified are the resource's utcpd URI,
+// arguments {"uri": <the MCP server's URI>}) and "prompt" for an MCP
+// prompts/get (tool and qualified are manual.server.prompt, arguments
+// the prompt's). A receiver checks the signature over the exact bytes
 // received (Verify does it) and should refuse stale timestamps.
 //
 // The service answers 2xx with a JSON object (Response):

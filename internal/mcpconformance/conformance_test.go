@@ -46,11 +46,6 @@ var passes = expectation{stdio: true, http: true, cli: true}
 const (
 	logs       = "log messages not relayed (4)"
 	asks       = "no sampling/elicitation on the backend session (4)"
-	completion = "no completion/complete on the front (3)"
-	reads      = "no backend resources on the front (3)"
-	subscribe  = "no resources/subscribe on the front (3)"
-	prompts    = "no backend prompts on the front (3)"
-	emptyList  = "passes on an empty list (3)"
 	setLevel   = "answered by the front; the level does not reach the backend (4)"
 	polling    = "0/0 everywhere, warnings only (see docs)"
 	bridgeOnly = "via utcpd mcp it checks the test's bridge"
@@ -67,7 +62,7 @@ var throughUtcpd = map[string]expectation{
 	"server-initialize":             passes,
 	"logging-set-level":             {true, true, true, setLevel},
 	"ping":                          passes,
-	"completion-complete":           {reason: completion},
+	"completion-complete":           passes,
 	"tools-list":                    passes,
 	"tools-call-simple-text":        passes,
 	"tools-call-image":              passes,
@@ -84,17 +79,17 @@ var throughUtcpd = map[string]expectation{
 	"server-sse-polling":            {true, true, true, polling},
 	"server-sse-multiple-streams":   {true, true, true, bridgeOnly},
 	"elicitation-sep1330-enums":     {reason: asks},
-	"resources-list":                {true, true, true, emptyList},
-	"resources-read-text":           {reason: reads},
-	"resources-read-binary":         {reason: reads},
-	"resources-templates-read":      {reason: reads},
-	"resources-subscribe":           {reason: subscribe},
-	"resources-unsubscribe":         {reason: subscribe},
-	"prompts-list":                  {true, true, true, emptyList},
-	"prompts-get-simple":            {reason: prompts},
-	"prompts-get-with-args":         {reason: prompts},
-	"prompts-get-embedded-resource": {reason: prompts},
-	"prompts-get-with-image":        {reason: prompts},
+	"resources-list":                passes,
+	"resources-read-text":           passes,
+	"resources-read-binary":         passes,
+	"resources-templates-read":      passes,
+	"resources-subscribe":           passes,
+	"resources-unsubscribe":         passes,
+	"prompts-list":                  passes,
+	"prompts-get-simple":            passes,
+	"prompts-get-with-args":         passes,
+	"prompts-get-embedded-resource": passes,
+	"prompts-get-with-image":        passes,
 	"dns-rebinding-protection":      {true, true, true, bridgeOnly},
 }
 
