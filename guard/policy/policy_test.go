@@ -356,3 +356,42 @@ func TestRegistered(t *testing.T) {
 		t.Errorf("got %+v, %v", v, err)
 	}
 }
+
+// TestKinds: kinds matches the kind of action (an empty Kind is a tool
+// call), and a rule without kinds matches resource reads and prompts too.
+func TestKinds(t *testing.T) {
+	g, err := policy.New(json.RawMessage(`{"default":"allow","rules":[
+		{"kinds":["resource"],"manuals":["files"],"args":[{"pointer":"/uri","regex":"^file:///etc/"}],"decision":"deny"},
+		{"kinds":["prompt"],"tools":["files.*"],"decision":"review"},
+		{"kinds":["tool"],"tools":["files.rm"],"decision":"deny"},
+		{"manuals":["secret"],"decision":"deny"}]}`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := func(uri string) *guard.Call {
+		return &guard.Call{Kind: guard.ActionResource, Tool: "utcpd://files.srv/" + uri, Qualified: "utcpd://files.srv/" + uri,
+			Manual: "files", Protocol: "mcp", Arguments: map[string]any{"uri": uri}}
+	}
+	tests := []struct {
+		name string
+		call *guard.Call
+		want guard.Decision
+	}{
+		{"resource under /etc", read("file:///etc/passwd"), guard.Deny},
+		{"other resource", read("file:///tmp/x"), guard.Allow},
+		{"prompt", &guard.Call{Kind: guard.ActionPrompt, Tool: "files.srv.p", Qualified: "files.srv.p", Manual: "files"}, guard.Review},
+		{"tool of that name is not a prompt", &guard.Call{Tool: "files.srv.p", Qualified: "files.srv.p", Manual: "files"}, guard.Allow},
+		{"empty kind is a tool", &guard.Call{Tool: "files.rm", Qualified: "files.rm", Manual: "files"}, guard.Deny},
+		{"a prompt is not a tool", &guard.Call{Kind: guard.ActionPrompt, Tool: "files.rm", Qualified: "files.rm", Manual: "files"}, guard.Review},
+		{"no kinds: every kind", &guard.Call{Kind: guard.ActionResource, Tool: "utcpd://secret.s/x", Manual: "secret"}, guard.Deny},
+	}
+	for _, tc := range tests {
+		v, _ := g.Evaluate(t.Context(), tc.call)
+		if v.Decision != tc.want {
+			t.Errorf("%s: %s, want %s", tc.name, v.Decision, tc.want)
+		}
+	}
+	if _, err := policy.New(json.RawMessage(`{"default":"allow","rules":[{"kinds":[""],"decision":"deny"}]}`), nil); err == nil {
+		t.Error("an empty kinds pattern was accepted")
+	}
+}

@@ -253,8 +253,20 @@ func TestRequest(t *testing.T) {
 		t.Errorf("request %+v", req)
 	}
 	// Field order and HTML characters as documented.
-	if !bytes.HasPrefix(body, []byte(`{"tool":"read","qualified":"m.read","manual":"m","protocol":"http","arguments":{"n":1.5,"nested":{"ok":true},"path":"<a&b>"},"principal":"alice","timestamp":`)) {
+	if !bytes.HasPrefix(body, []byte(`{"tool":"read","qualified":"m.read","manual":"m","protocol":"http","arguments":{"n":1.5,"nested":{"ok":true},"path":"<a&b>"},"principal":"alice","kind":"tool","timestamp":`)) {
 		t.Errorf("body %s", body)
+	}
+	// An MCP resource read says so.
+	read := &guard.Call{Tool: "utcpd://m.srv/file:///a", Qualified: "utcpd://m.srv/file:///a", Manual: "m", Protocol: "mcp",
+		Kind: guard.ActionResource, Arguments: map[string]any{"uri": "file:///a"}}
+	if v, _ := g.Evaluate(t.Context(), read); v.Decision != guard.Deny || v.Reason != "unknown tool" {
+		t.Fatalf("verdict %+v: want the test service's deny", v)
+	}
+	s.mu.Lock()
+	req, body = s.last, s.lastBody
+	s.mu.Unlock()
+	if req.Kind != "resource" || req.Tool != read.Tool || !bytes.Contains(body, []byte(`"kind":"resource"`)) {
+		t.Errorf("resource read: request %+v, body %s", req, body)
 	}
 	if hdr.Get("Authorization") != "Bearer hdr-secret-value" || hdr.Get("X-Team") != "ops" || hdr.Get("User-Agent") != "utcpd-guard-webhook" {
 		t.Errorf("headers %v", hdr)
