@@ -3,6 +3,8 @@ package mcpfront
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"net/http/httptest"
 	"os/exec"
 	"sort"
 	"strings"
@@ -12,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/utcpd/utcpd/examples/servers/mcpconformance/confserver"
 	"github.com/utcpd/utcpd/gateway"
 	"github.com/utcpd/utcpd/guard"
 )
@@ -354,4 +357,91 @@ func TestResourcesOfTwoBackends(t *testing.T) {
 	if got := gateway.QualifyURI("one", "srv", "demo://x"); got != "utcpd://one.srv/demo://x" {
 		t.Errorf("QualifyURI = %s", got)
 	}
+}
+
+// TestResourceListChangedRelayed: an MCP server behind utcpd that adds a
+// resource and a prompt sends list_changed; the front reads the lists
+// again and its clients get list_changed for both, and see the new items
+// under utcpd's names; a subscribed resource's update reaches the
+// subscriber under the URI it subscribed to. No npm: the conformance
+// fixture is a go-sdk server.
+func TestResourceListChangedRelayed(t *testing.T) {
+	conf := confserver.New()
+	hs := httptest.NewServer(conf.Handler())
+	t.Cleanup(hs.Close)
+	tmpl := fmt.Sprintf(`{"name":"conf","call_template_type":"mcp","config":{"mcpServers":{"srv":{"url":%q}}}}`, hs.URL)
+	e := newEnv(t, envOptions{manuals: map[string]string{"conf": tmpl}})
+	resChanged, promptsChanged := make(chan struct{}, 8), make(chan struct{}, 8)
+	updated := make(chan string, 8)
+	cl := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, &mcp.ClientOptions{
+		ResourceListChangedHandler: func(context.Context, *mcp.ResourceListChangedRequest) { resChanged <- struct{}{} },
+		PromptListChangedHandler:   func(context.Context, *mcp.PromptListChangedRequest) { promptsChanged <- struct{}{} },
+		ResourceUpdatedHandler: func(_ context.Context, r *mcp.ResourceUpdatedNotificationRequest) {
+			updated <- r.Params.URI
+		},
+	})
+	s, err := cl.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: e.url, MaxRetries: -1}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	rc := &resClient{s: s}
+	if n := len(rc.resources(t)); n != 3 {
+		t.Fatalf("%d resources, want the fixture's 3", n)
+	}
+	wait := func(ch chan struct{}, what string) {
+		t.Helper()
+		select {
+		case <-ch:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no %s reached the client", what)
+		}
+	}
+	conf.MCP().AddResource(&mcp.Resource{URI: "test://added", Name: "added"}, func(context.Context, *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+		return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: "test://added", Text: "new"}}}, nil
+	})
+	wait(resChanged, "notifications/resources/list_changed")
+	waitFor(t, "the added resource", func() bool {
+		for _, r := range rc.resources(t) {
+			if r.URI == "utcpd://conf.srv/test://added" {
+				return true
+			}
+		}
+		return false
+	})
+	if res := rc.read(t, "utcpd://conf.srv/test://added"); len(res.Contents) != 1 || res.Contents[0].Text != "new" || res.Contents[0].URI != "utcpd://conf.srv/test://added" {
+		t.Errorf("read of the added resource: %v", comparable(t, res))
+	}
+	conf.MCP().AddPrompt(&mcp.Prompt{Name: "added_prompt"}, func(context.Context, *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+		return &mcp.GetPromptResult{Messages: []*mcp.PromptMessage{{Role: "user", Content: &mcp.TextContent{Text: "hi"}}}}, nil
+	})
+	wait(promptsChanged, "notifications/prompts/list_changed")
+	waitFor(t, "the added prompt", func() bool {
+		for _, p := range rc.prompts(t) {
+			if p.Name == "conf.srv.added_prompt" {
+				return true
+			}
+		}
+		return false
+	})
+
+	watched := "utcpd://conf.srv/" + confserver.ResourceWatched
+	if err := s.Subscribe(rc.ctx(t), &mcp.SubscribeParams{URI: watched}); err != nil {
+		t.Fatal(err)
+	}
+	if got := conf.Subscribed(); len(got) != 1 || got[0] != confserver.ResourceWatched {
+		t.Fatalf("the server's subscriptions: %v", got)
+	}
+	_ = conf.MCP().ResourceUpdated(t.Context(), &mcp.ResourceUpdatedNotificationParams{URI: confserver.ResourceWatched})
+	select {
+	case got := <-updated:
+		if got != watched {
+			t.Errorf("updated %q, want %q", got, watched)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no notifications/resources/updated reached the subscriber")
+	}
+	// The session ending balances its subscription.
+	_ = s.Close()
+	waitFor(t, "the server's subscription to end with the session", func() bool { return len(conf.Subscribed()) == 0 })
 }
