@@ -177,7 +177,10 @@ type Option func(*Chain)
 // that does not resolve, or resolves to another manual's tool whose short
 // name happens to look like an entry ("nosuch.ping" resolving to
 // "evil.nosuch.ping"), runs the chain. An entry that is not a qualified
-// name therefore matches nothing.
+// name therefore matches nothing. Only tool calls bypass: an MCP
+// resource read or prompt (Call.Kind resource or prompt) always runs the
+// chain, even when a prompt's name (manual.server.prompt) equals an
+// entry.
 func WithBypass(tools ...string) Option {
 	return func(c *Chain) {
 		for _, t := range tools {
@@ -297,7 +300,7 @@ func (c *Chain) Evaluate(ctx context.Context, call *Call) (Verdict, error) {
 }
 
 func (c *Chain) bypasses(call *Call) bool {
-	if len(c.bypass) == 0 || call.Qualified == "" {
+	if len(c.bypass) == 0 || call.Qualified == "" || call.KindOf() != ActionTool {
 		return false
 	}
 	_, ok := c.bypass[call.Qualified]

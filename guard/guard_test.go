@@ -458,6 +458,10 @@ func TestBypassOnlyResolvedName(t *testing.T) {
 		{&guard.Call{Tool: "ping", Qualified: "health.ping", Manual: "health"}, guard.Allow},
 		{&guard.Call{Tool: "health.ping", Qualified: "health.ping", Manual: "health"}, guard.Allow},
 		{&guard.Call{Tool: "health.ping", Qualified: "evil.health.ping", Manual: "evil"}, guard.Deny},
+		// A prompt named like a bypassed tool runs the chain.
+		{&guard.Call{Tool: "health.ping", Qualified: "health.ping", Manual: "health", Kind: guard.ActionPrompt}, guard.Deny},
+		{&guard.Call{Tool: "health.ping", Qualified: "health.ping", Manual: "health", Kind: guard.ActionResource}, guard.Deny},
+		{&guard.Call{Tool: "health.ping", Qualified: "health.ping", Manual: "health", Kind: guard.ActionTool}, guard.Allow},
 	} {
 		v, _ := c.Evaluate(t.Context(), tc.call)
 		if v.Decision != tc.want {
