@@ -442,7 +442,7 @@ func (s *Server) resourceFailure(method, name string, err error) error {
 	switch body.Code {
 	case utcp.CodeNotFound:
 		if strings.HasPrefix(method, "resources/") {
-			return rpcError(mcp.CodeResourceNotFound, body.Code, "Resource not found: "+name, body.Details)
+			return rpcError(jsonrpc.CodeInvalidParams, body.Code, "Resource not found: "+name, body.Details)
 		}
 		return rpcError(jsonrpc.CodeInvalidParams, body.Code, body.Message, body.Details)
 	case utcp.CodeInvalidArguments, utcp.CodeInvalidRequest:

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/utcpd/utcpd/examples/servers/mcpconformance/confserver"
@@ -351,8 +352,8 @@ func TestResourcesOfTwoBackends(t *testing.T) {
 	if err == nil {
 		t.Fatal("read of an unknown URI succeeded")
 	}
-	if rpc, _ := rpcCode(t, err); rpc != mcp.CodeResourceNotFound {
-		t.Errorf("unknown URI: %v, want %d", err, mcp.CodeResourceNotFound)
+	if rpc, _ := rpcCode(t, err); rpc != jsonrpc.CodeInvalidParams {
+		t.Errorf("unknown URI: %v, want %d", err, jsonrpc.CodeInvalidParams)
 	}
 	if got := gateway.QualifyURI("one", "srv", "demo://x"); got != "utcpd://one.srv/demo://x" {
 		t.Errorf("QualifyURI = %s", got)
