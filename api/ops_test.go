@@ -241,7 +241,7 @@ func TestEveryRoute(t *testing.T) {
 	takesBody := map[string]bool{
 		"POST /admin/manuals": true, "PUT /admin/manuals/{name}": true,
 		"POST /v1/tools/{name}/call": true, "POST /v1/tools/{name}/stream": true,
-		"POST /v1/prompts/{name}/get": true,
+		"POST /v1/prompts/{name}/get": true, "POST /v1/completions": true,
 	}
 	served := map[string]map[string]bool{}
 	for _, rt := range e.server.router.Routes() {

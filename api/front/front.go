@@ -12,6 +12,7 @@
 //	GET  /v1/resources/read?uri=   read one
 //	GET  /v1/prompts               MCP servers' prompts
 //	POST /v1/prompts/{name}/get    get one: {"arguments": {"k": "v"}}
+//	POST /v1/completions           MCP completion/complete of a prompt or template argument
 //
 // Listing pages: without q the tools come sorted by qualified name (byte
 // order), at most limit (default 100, at most 1,000) a page, and

@@ -17,6 +17,7 @@ import (
 //	GET  /v1/resources/read?uri=URI    read one resource (a utcpd URI)
 //	GET  /v1/prompts                   every prompt
 //	POST /v1/prompts/{name}/get        get one prompt: {"arguments": {"k": "v"}}
+//	POST /v1/completions               MCP completion/complete (CompleteParams, utcpd names)
 //
 // Names are utcpd's: a resource's URI is utcpd://<manual>.<server>/<the
 // server's URI>, a prompt's name <manual>.<server>.<name>. Reads and
@@ -73,6 +74,31 @@ func (h *Handler) registerResources(handle func(string, http.HandlerFunc)) {
 	handle("GET /v1/resources/read", h.readResource)
 	handle("GET /v1/prompts", h.prompts)
 	handle("POST /v1/prompts/{name}/get", h.getPrompt)
+	handle("POST /v1/completions", h.complete)
+}
+
+// complete forwards an MCP CompleteParams (its ref naming a prompt by its
+// utcpd name or a resource template by its utcpd URI template) to the
+// owning server and answers its CompleteResult.
+func (h *Handler) complete(w http.ResponseWriter, r *http.Request) {
+	d, err := h.timeout(r)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	buf := httpx.GetBuffer()
+	defer httpx.PutBuffer(buf)
+	if err := httpx.ReadBody(w, r, h.maxBody, buf); err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	res, err := h.g.Complete(r.Context(), bytes.Clone(buf.Bytes()),
+		gateway.CallOptions{Principal: httpx.Principal(r.Context()), Front: FrontName, Timeout: d})
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	writeRaw(w, res)
 }
 
 func (h *Handler) resources(w http.ResponseWriter, r *http.Request) {
