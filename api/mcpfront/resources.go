@@ -38,6 +38,14 @@ type ResourceBackend interface {
 	WatchResources(fn func(gateway.ResourceNotice)) (cancel func())
 }
 
+// SubscriptionRefuser may be implemented by a ResourceBackend that
+// cannot relay resource updates ("utcpd mcp --connect"): when
+// RefusesSubscriptions reports true the front does not declare
+// resources.subscribe and resources/subscribe is method not found.
+type SubscriptionRefuser interface {
+	RefusesSubscriptions() bool
+}
+
 func (b gatewayBackend) Catalog(ctx context.Context) (*gateway.MCPCatalog, error) {
 	return b.ListMCP(ctx), nil
 }
@@ -75,11 +83,15 @@ func (s *Server) resourceOptions(o *mcp.ServerOptions) {
 	if s.resourceBackend() == nil {
 		return
 	}
-	o.Capabilities.Resources = &mcp.ResourceCapabilities{ListChanged: true, Subscribe: true}
+	sr, ok := s.resourceBackend().(SubscriptionRefuser)
+	subscribe := !ok || !sr.RefusesSubscriptions()
+	o.Capabilities.Resources = &mcp.ResourceCapabilities{ListChanged: true, Subscribe: subscribe}
 	o.Capabilities.Prompts = &mcp.PromptCapabilities{ListChanged: true}
 	o.CompletionHandler = s.complete
-	o.SubscribeHandler = s.subscribe
-	o.UnsubscribeHandler = s.unsubscribe
+	if subscribe {
+		o.SubscribeHandler = s.subscribe
+		o.UnsubscribeHandler = s.unsubscribe
+	}
 }
 
 // initResources publishes the catalog and follows the backends'

@@ -15,10 +15,16 @@ import (
 // The MCP servers' resources, templates, prompts and completions over a
 // daemon's REST front, for "utcpd mcp --connect" (see docs/mcp.md).
 // Subscriptions are not bridged: the REST front has no way to push an
-// update, so resources/subscribe is refused with unsupported. List
+// update, so the front declares no resources.subscribe. List
 // changes are seen when the tools are polled (--poll).
 
-var _ mcpfront.ResourceBackend = (*restBackend)(nil)
+var (
+	_ mcpfront.ResourceBackend     = (*restBackend)(nil)
+	_ mcpfront.SubscriptionRefuser = (*restBackend)(nil)
+)
+
+// RefusesSubscriptions reports that the bridge cannot relay updates.
+func (b *restBackend) RefusesSubscriptions() bool { return true }
 
 // Catalog reads GET /v1/resources and GET /v1/prompts.
 func (b *restBackend) Catalog(ctx context.Context) (*gateway.MCPCatalog, error) {

@@ -144,6 +144,15 @@ func TestMCPStdioResources(t *testing.T) {
 				t.Errorf("completion (-direct +utcpd mcp):\n%s", diff)
 			}
 
+			caps := native.s.InitializeResult().Capabilities
+			if caps.Resources == nil || caps.Prompts == nil || caps.Completions == nil || caps.Resources.Subscribe != (way.name == "config") {
+				t.Errorf("capabilities %+v (resources %+v): subscribe only in-process", caps, caps.Resources)
+			}
+			err = native.s.Subscribe(ctx, &mcp.SubscribeParams{URI: confserver.ResourceWatched})
+			if (err == nil) != (way.name == "config") {
+				t.Errorf("subscribe: %v", err)
+			}
+
 			// utcpd's names.
 			named, err := connectMCP(t, mcpCommand(dir, way.env, way.args...), pv)
 			if err != nil {
