@@ -470,6 +470,9 @@ func (s *server) connect(ctx context.Context) (*session, error) {
 		}
 		return nil, err
 	}
+	lctx, lcancel := context.WithTimeout(sess.ctx, s.connectTimeout())
+	s.enableLogging(lctx, sess)
+	lcancel()
 	return sess, nil
 }
 
@@ -491,7 +494,10 @@ func (s *server) newClient() *sdk.Client {
 			}
 		}
 	}
-	return sdk.NewClient(&sdk.Implementation{Name: "utcpd", Version: utcp.Version}, opts)
+	s.peerOptions(opts)
+	c := sdk.NewClient(&sdk.Implementation{Name: "utcpd", Version: utcp.Version}, opts)
+	c.AddReceivingMiddleware(s.rootsMiddleware)
+	return c
 }
 
 func (s *server) sessionOptions() *sdk.ClientSessionOptions {
@@ -514,6 +520,8 @@ type session struct {
 	pmu      sync.Mutex
 	progress map[string]func(*utcp.Event) // by progress token
 	seq      atomic.Uint64
+
+	peers peerState // calls in flight and their callers (peer.go)
 }
 
 // markExpired asks the supervisor to replace the session at once.
@@ -669,6 +677,9 @@ func (s *server) call(ctx context.Context, tool string, args map[string]any, onP
 	}
 	var res *sdk.CallToolResult
 	sess, err := s.invoke(ctx, func(ctx context.Context, sess *session) error {
+		ctx, done := sess.beginCall(ctx, tool)
+		defer done()
+		defer sess.drainLogs(ctx)
 		params := &sdk.CallToolParams{Name: tool, Arguments: args}
 		if onProgress != nil {
 			tok := sess.watchProgress(onProgress)

@@ -35,7 +35,7 @@ func (s *server) connectStdio(ctx context.Context, sess *session) error {
 	}
 	sess.proc = p
 	tr := &sdk.IOTransport{
-		Reader:        &lineTap{r: p.stdout, fn: sess.onMessage},
+		Reader:        &lineTap{r: p.stdout, fn: sess.tapMessage},
 		Writer:        stdinWriter{p.stdin},
 		MaxLineLength: s.t.cfg.maxMessage,
 	}
