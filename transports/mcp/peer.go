@@ -30,17 +30,20 @@ import (
 //     event stream that answers the call's POST; the stream's tap stamps
 //     each such message with the call (_meta["utcpd/call"], an
 //     unguessable token, removed before the message is passed on). What
-//     arrives on the standalone GET stream, or on the stream of a request
-//     that is no call, belongs to no call.
+//     arrives on the stream of a request that is no call belongs to no
+//     call; what arrives on the standalone GET stream (meant for what is
+//     unrelated to any call, but servers send call-related requests
+//     there too) is treated as stdio's.
 //   - Protocol 2026-07-28 (input-required results, SEP-2322): the request
 //     is part of the call's own result, so the call is known.
-//   - stdio and the legacy HTTP+SSE transport carry nothing that ties a
-//     request to a call: it goes to the one call in flight on the
-//     session, and is declined while none or several are.
+//   - stdio, the legacy HTTP+SSE transport and the standalone stream
+//     carry nothing that ties a request to a call: it goes to the one
+//     call in flight on the session, and is declined while none or
+//     several are.
 //
 // A request that belongs to no call, whose call's caller cannot answer
 // (REST, CodeMode, LLM adapters), or that cannot be told apart, is
-// declined: JSON-RPC error -32601 "utcpd: <method> declined: <why>". A
+// declined: JSON-RPC error -32001 "utcpd: <method> declined: <why>". A
 // log that reaches no caller is logged at debug level. A call's result
 // waits (up to logDrain) for the logs the server sent before it, so that
 // they reach the caller first.
@@ -53,8 +56,10 @@ const (
 	methodLog           = "notifications/message"
 )
 
-// codeDeclined is the JSON-RPC error code of a declined server request.
-const codeDeclined = -32601
+// codeDeclined is the JSON-RPC error code of a declined server request
+// (one of the implementation-defined codes; -32601 would be replaced by
+// the SDK's own "method not found").
+const codeDeclined = -32001
 
 // metaCall and metaUnrouted are the _meta keys the HTTP tap stamps
 // routed messages with: the call's token, or why the message belongs to
@@ -181,10 +186,12 @@ func (ss *session) stamper(req *http.Request) func([]byte) []byte {
 	var unrouted string
 	switch {
 	case e != nil:
-	case req.Method == http.MethodGet && req.Header.Get("Mcp-Session-Id") == "":
-		return nil // the legacy HTTP+SSE stream: everything comes here
 	case req.Method == http.MethodGet:
-		unrouted = "it came on the session's standalone stream, outside any tool call"
+		// The legacy transport's one stream, or the standalone stream,
+		// which the spec says SHOULD carry nothing related to a call but
+		// on which servers do send what a call asks (server-everything
+		// asks for roots there): the one call in flight.
+		return nil
 	default:
 		unrouted = "it came while the server answered a request that is no tool call"
 	}
