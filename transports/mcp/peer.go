@@ -254,7 +254,7 @@ func routed(method string) bool {
 // route finds the call a server request belongs to, taking (and
 // removing) the tap's stamp from meta. It returns the call, or why there
 // is none.
-func (s *server) route(ctx context.Context, meta sdk.Meta) (*inflight, string) {
+func (sess *session) route(ctx context.Context, meta sdk.Meta) (*inflight, string) {
 	token, _ := meta[metaCall].(string)
 	unrouted, _ := meta[metaUnrouted].(string)
 	delete(meta, metaCall)
@@ -270,12 +270,6 @@ func (s *server) route(ctx context.Context, meta sdk.Meta) (*inflight, string) {
 	}
 	if unrouted != "" {
 		return nil, unrouted
-	}
-	s.mu.Lock()
-	sess := s.cur
-	s.mu.Unlock()
-	if sess == nil {
-		return nil, "it came outside any tool call"
 	}
 	sess.peers.mu.Lock()
 	defer sess.peers.mu.Unlock()
@@ -297,12 +291,13 @@ func declined(method, why string) error {
 
 // ask routes one server request to its caller and returns the caller's
 // answer decoded into res.
-func (s *server) ask(ctx context.Context, method string, params sdk.Params, res any) error {
+func (sess *session) ask(ctx context.Context, method string, params sdk.Params, res any) error {
+	s := sess.s
 	meta := params.GetMeta()
 	if meta == nil {
 		meta = map[string]any{}
 	}
-	e, why := s.route(ctx, meta)
+	e, why := sess.route(ctx, meta)
 	if len(meta) == 0 {
 		params.SetMeta(nil)
 	} else {
@@ -352,7 +347,7 @@ func (s *server) ask(ctx context.Context, method string, params sdk.Params, res 
 // peerOptions makes the client of a session declare sampling,
 // elicitation and roots and route those requests, and log messages, to
 // the callers.
-func (s *server) peerOptions(opts *sdk.ClientOptions) {
+func (s *server) peerOptions(opts *sdk.ClientOptions, sess *session) {
 	if opts.Capabilities == nil {
 		opts.Capabilities = &sdk.ClientCapabilities{}
 	}
@@ -361,24 +356,24 @@ func (s *server) peerOptions(opts *sdk.ClientOptions) {
 	opts.Capabilities.Elicitation = &sdk.ElicitationCapabilities{Form: &sdk.FormElicitationCapabilities{}, URL: &sdk.URLElicitationCapabilities{}}
 	opts.CreateMessageWithToolsHandler = func(ctx context.Context, req *sdk.CreateMessageWithToolsRequest) (*sdk.CreateMessageWithToolsResult, error) {
 		res := new(sdk.CreateMessageWithToolsResult)
-		if err := s.ask(ctx, methodCreateMessage, req.Params, res); err != nil {
+		if err := sess.ask(ctx, methodCreateMessage, req.Params, res); err != nil {
 			return nil, err
 		}
 		return res, nil
 	}
 	opts.ElicitationHandler = func(ctx context.Context, req *sdk.ElicitRequest) (*sdk.ElicitResult, error) {
 		res := new(sdk.ElicitResult)
-		if err := s.ask(ctx, methodElicit, req.Params, res); err != nil {
+		if err := sess.ask(ctx, methodElicit, req.Params, res); err != nil {
 			return nil, err
 		}
 		return res, nil
 	}
-	opts.LoggingMessageHandler = s.onLog
+	opts.LoggingMessageHandler = sess.onLog
 }
 
 // rootsMiddleware answers roots/list from the caller (the SDK's client
 // would answer from its own, empty, list).
-func (s *server) rootsMiddleware(next sdk.MethodHandler) sdk.MethodHandler {
+func (sess *session) rootsMiddleware(next sdk.MethodHandler) sdk.MethodHandler {
 	return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
 		if method != methodListRoots {
 			return next(ctx, method, req)
@@ -388,7 +383,7 @@ func (s *server) rootsMiddleware(next sdk.MethodHandler) sdk.MethodHandler {
 			params = &sdk.ListRootsParams{}
 		}
 		res := new(sdk.ListRootsResult)
-		if err := s.ask(ctx, methodListRoots, params, res); err != nil {
+		if err := sess.ask(ctx, methodListRoots, params, res); err != nil {
 			return nil, err
 		}
 		if res.Roots == nil {
@@ -399,18 +394,14 @@ func (s *server) rootsMiddleware(next sdk.MethodHandler) sdk.MethodHandler {
 }
 
 // onLog passes one log message on to the caller of its call.
-func (s *server) onLog(ctx context.Context, req *sdk.LoggingMessageRequest) {
-	s.mu.Lock()
-	sess := s.cur
-	s.mu.Unlock()
-	if sess != nil && req.Session == sess.cs {
-		defer sess.logHandled()
-	}
+func (sess *session) onLog(ctx context.Context, req *sdk.LoggingMessageRequest) {
+	s := sess.s
+	defer sess.logHandled()
 	meta := req.Params.GetMeta()
 	if meta == nil {
 		meta = map[string]any{}
 	}
-	e, why := s.route(ctx, meta)
+	e, why := sess.route(ctx, meta)
 	if len(meta) == 0 {
 		req.Params.SetMeta(nil)
 	} else {

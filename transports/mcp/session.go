@@ -477,7 +477,7 @@ func (s *server) connect(ctx context.Context) (*session, error) {
 }
 
 // newClient returns the go-sdk client of one session.
-func (s *server) newClient() *sdk.Client {
+func (s *server) newClient(sess *session) *sdk.Client {
 	opts := &sdk.ClientOptions{
 		Logger:       s.log,
 		Capabilities: &sdk.ClientCapabilities{},
@@ -494,9 +494,9 @@ func (s *server) newClient() *sdk.Client {
 			}
 		}
 	}
-	s.peerOptions(opts)
+	s.peerOptions(opts, sess)
 	c := sdk.NewClient(&sdk.Implementation{Name: "utcpd", Version: utcp.Version}, opts)
-	c.AddReceivingMiddleware(s.rootsMiddleware)
+	c.AddReceivingMiddleware(sess.rootsMiddleware)
 	return c
 }
 

@@ -39,7 +39,7 @@ func (s *server) connectStdio(ctx context.Context, sess *session) error {
 		Writer:        stdinWriter{p.stdin},
 		MaxLineLength: s.t.cfg.maxMessage,
 	}
-	cs, err := s.newClient().Connect(ctx, tr, s.sessionOptions())
+	cs, err := s.newClient(sess).Connect(ctx, tr, s.sessionOptions())
 	if err != nil {
 		return fmt.Errorf("mcp: %s: MCP handshake with %s: %w", s.what(), s.cfg.Command, err)
 	}
