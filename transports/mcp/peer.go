@@ -425,11 +425,37 @@ func (sess *session) onLog(ctx context.Context, req *sdk.LoggingMessageRequest) 
 	}
 }
 
+// statelessVersion is the first protocol revision in which the log level
+// is a request's (_meta), not the session's (logging/setLevel).
+const statelessVersion = "2026-07-28"
+
+// logs reports whether the session's server logs, and whether it takes
+// the level per request.
+func (sess *session) logs() (logging, perRequest bool) {
+	res := sess.cs.InitializeResult()
+	if res == nil || res.Capabilities == nil || res.Capabilities.Logging == nil {
+		return false, false
+	}
+	return true, res.ProtocolVersion >= statelessVersion
+}
+
+// logLevelMeta asks, on protocol 2026-07-28 and later, for every log
+// message of one call (the level is a request's there).
+func (sess *session) logLevelMeta(params *sdk.CallToolParams) {
+	if logging, perRequest := sess.logs(); logging && perRequest {
+		meta := params.GetMeta()
+		if meta == nil {
+			meta = map[string]any{}
+		}
+		meta[sdk.MetaKeyLogLevel] = "debug"
+		params.SetMeta(meta)
+	}
+}
+
 // enableLogging asks a server that logs for every level, so that each
 // caller's own level decides (the MCP front filters).
 func (s *server) enableLogging(ctx context.Context, sess *session) {
-	res := sess.cs.InitializeResult()
-	if res == nil || res.Capabilities == nil || res.Capabilities.Logging == nil {
+	if logging, perRequest := sess.logs(); !logging || perRequest {
 		return
 	}
 	if err := sess.cs.SetLoggingLevel(ctx, &sdk.SetLoggingLevelParams{Level: "debug"}); err != nil {

@@ -681,6 +681,7 @@ func (s *server) call(ctx context.Context, tool string, args map[string]any, onP
 		defer done()
 		defer sess.drainLogs(ctx)
 		params := &sdk.CallToolParams{Name: tool, Arguments: args}
+		sess.logLevelMeta(params)
 		if onProgress != nil {
 			tok := sess.watchProgress(onProgress)
 			defer sess.unwatchProgress(tok)
