@@ -27,10 +27,11 @@ type asker struct {
 	elicited chan *mcp.ElicitParams
 	logs     chan *mcp.LoggingMessageParams
 	hold     chan struct{}
+	canceled chan struct{} // an elicitation's context ended while held
 }
 
 func newAsker(name string) *asker {
-	return &asker{name: name, elicited: make(chan *mcp.ElicitParams, 8), logs: make(chan *mcp.LoggingMessageParams, 64)}
+	return &asker{name: name, elicited: make(chan *mcp.ElicitParams, 8), logs: make(chan *mcp.LoggingMessageParams, 64), canceled: make(chan struct{}, 8)}
 }
 
 // open connects the asker over tr at protocol version pv; without caps
@@ -55,6 +56,7 @@ func (a *asker) open(t *testing.T, tr mcp.Transport, pv string, caps *mcp.Client
 				select {
 				case <-a.hold:
 				case <-ctx.Done():
+					a.canceled <- struct{}{}
 					return nil, ctx.Err()
 				}
 			}
@@ -282,4 +284,54 @@ func TestServerRequestsConcurrentCallers(t *testing.T) {
 			t.Errorf("ada's result: isError %v %q", got.IsError, text(got))
 		}
 	})
+}
+
+// TestServerRequestsCancellation: a client that cancels its call while
+// the server's elicitation waits for its user has that elicitation
+// cancelled too (notifications/cancelled reaches its handler), the call
+// ends, and the backend session keeps serving. The client is connected
+// as to "utcpd mcp", over one connection (in memory): over Streamable
+// HTTP the SDK sends the cancellation on the cancelled call's own event
+// stream, which the client has already closed (as directly with a go-sdk
+// server).
+func TestServerRequestsCancellation(t *testing.T) {
+	p := everything(t)
+	for _, kind := range []string{"stdio", "http"} {
+		t.Run(kind, func(t *testing.T) {
+			e, _ := everythingBehind(t, p, kind)
+			a := newAsker("ada")
+			a.hold = make(chan struct{})
+			defer close(a.hold)
+			ct, st := mcp.NewInMemoryTransports()
+			runCtx, stop := context.WithCancel(t.Context())
+			ran := make(chan error, 1)
+			go func() { ran <- e.front.Run(runCtx, st) }()
+			defer func() { stop(); <-ran }()
+			a.open(t, ct, "2025-11-25", nil)
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			done := make(chan error, 1)
+			go func() {
+				_, err := a.session.CallTool(ctx, &mcp.CallToolParams{Name: "trigger-elicitation-request", Arguments: map[string]any{}})
+				done <- err
+			}()
+			select {
+			case <-a.elicited:
+			case <-time.After(20 * time.Second):
+				t.Fatal("never asked")
+			}
+			cancel()
+			select {
+			case <-a.canceled:
+			case <-time.After(20 * time.Second):
+				t.Fatal("the elicitation was not cancelled with the call")
+			}
+			if err := <-done; err == nil {
+				t.Error("the cancelled call succeeded")
+			}
+			if res := a.call(t, "echo", `{"message":"still here"}`); res.IsError || !strings.Contains(text(res), "still here") {
+				t.Errorf("after the cancellation: %q", text(res))
+			}
+		})
+	}
 }
