@@ -33,6 +33,7 @@ func (s *Server) call(ctx context.Context, req *mcp.CallToolRequest, qualified s
 		return nil, rpcError(jsonrpc.CodeInvalidParams, utcp.CodeInvalidArguments, err.Error(), nil)
 	}
 	opts := gateway.CallOptions{Principal: s.principal(req), Front: FrontName, Timeout: s.opts.CallTimeout}
+	ctx = withPeer(ctx, req) // server requests during the call go to this client (peer.go)
 	if t := s.opts.Tracker; t != nil {
 		t.CallStarted()
 		defer t.CallFinished()

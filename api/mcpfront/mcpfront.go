@@ -353,7 +353,7 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	serverOpts := &mcp.ServerOptions{
 		Instructions: opts.Instructions,
 		PageSize:     opts.PageSize,
-		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
+		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}, Logging: &mcp.LoggingCapabilities{}},
 		Logger:       log.With("component", "mcp-sdk"),
 	}
 	s.resourceOptions(serverOpts)

@@ -35,18 +35,12 @@ var passes = expectation{stdio: true, http: true, cli: true}
 // Reasons a scenario differs from direct, short, for the table; the
 // numbers are the items of issue 16, and docs/mcp.md explains each one:
 //
-//   - logs: the backend session sets no log level (go-sdk servers send no
-//     notifications/message then) and the front relays none.
-//   - asks: the backend session declares neither sampling nor elicitation,
-//     so the fixture's request fails ("client does not support …").
 //   - polling: no check runs anywhere (0/0, warnings only): go-sdk sends
 //     priming events and retry only on 2025-11-25 streams and the
 //     scenario's raw request announces 2025-03-26; through utcpd its raw
 //     call of test_reconnection is an unknown tool.
 const (
-	logs       = "log messages not relayed (4)"
-	asks       = "no sampling/elicitation on the backend session (4)"
-	setLevel   = "answered by the front; the level does not reach the backend (4)"
+	setLevel   = "answered by the front, which filters the backend's logs by it (4)"
 	polling    = "0/0 everywhere, warnings only (see docs)"
 	bridgeOnly = "via utcpd mcp it checks the test's bridge"
 )
@@ -69,16 +63,16 @@ var throughUtcpd = map[string]expectation{
 	"tools-call-audio":              passes,
 	"tools-call-embedded-resource":  passes,
 	"tools-call-mixed-content":      passes,
-	"tools-call-with-logging":       {reason: logs},
+	"tools-call-with-logging":       passes,
 	"tools-call-error":              passes,
 	"tools-call-with-progress":      passes,
-	"tools-call-sampling":           {reason: asks},
-	"tools-call-elicitation":        {reason: asks},
+	"tools-call-sampling":           passes,
+	"tools-call-elicitation":        passes,
 	"json-schema-2020-12":           passes,
-	"elicitation-sep1034-defaults":  {reason: asks},
+	"elicitation-sep1034-defaults":  passes,
 	"server-sse-polling":            {true, true, true, polling},
 	"server-sse-multiple-streams":   {true, true, true, bridgeOnly},
-	"elicitation-sep1330-enums":     {reason: asks},
+	"elicitation-sep1330-enums":     passes,
 	"resources-list":                passes,
 	"resources-read-text":           passes,
 	"resources-read-binary":         passes,

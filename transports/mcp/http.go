@@ -35,7 +35,7 @@ func (s *server) connectHTTP(ctx context.Context, sess *session) error {
 	}}
 	if s.cfg.Transport == KindHTTP {
 		sess.kind = "streamable_http"
-		cs, err := s.newClient().Connect(ctx, &sdk.StreamableClientTransport{Endpoint: s.cfg.URL, HTTPClient: hc, MaxEventSize: s.t.cfg.maxMessage}, s.sessionOptions())
+		cs, err := s.newClient(sess).Connect(ctx, &sdk.StreamableClientTransport{Endpoint: s.cfg.URL, HTTPClient: hc, MaxEventSize: s.t.cfg.maxMessage}, s.sessionOptions())
 		if err == nil {
 			sess.cs = cs
 			return nil
@@ -45,7 +45,7 @@ func (s *server) connectHTTP(ctx context.Context, sess *session) error {
 			return &utcp.TransportError{Status: status, Err: fmt.Errorf("mcp: %s: Streamable HTTP handshake with %s: %w", s.what(), utcp.RedactURL(u), err)}
 		}
 		s.log.Info("mcp: Streamable HTTP handshake refused; trying the legacy HTTP+SSE transport", "status", status)
-		cs, errSSE := s.newClient().Connect(ctx, &sdk.SSEClientTransport{Endpoint: s.cfg.URL, HTTPClient: hc, MaxEventSize: s.t.cfg.maxMessage}, s.sessionOptions())
+		cs, errSSE := s.newClient(sess).Connect(ctx, &sdk.SSEClientTransport{Endpoint: s.cfg.URL, HTTPClient: hc, MaxEventSize: s.t.cfg.maxMessage}, s.sessionOptions())
 		if errSSE != nil {
 			return &utcp.TransportError{Status: status, Err: fmt.Errorf("mcp: %s: %s: Streamable HTTP handshake: %v; legacy HTTP+SSE: %w", s.what(), utcp.RedactURL(u), err, errSSE)}
 		}
@@ -53,7 +53,7 @@ func (s *server) connectHTTP(ctx context.Context, sess *session) error {
 		return nil
 	}
 	sess.kind = "sse"
-	cs, err := s.newClient().Connect(ctx, &sdk.SSEClientTransport{Endpoint: s.cfg.URL, HTTPClient: hc, MaxEventSize: s.t.cfg.maxMessage}, s.sessionOptions())
+	cs, err := s.newClient(sess).Connect(ctx, &sdk.SSEClientTransport{Endpoint: s.cfg.URL, HTTPClient: hc, MaxEventSize: s.t.cfg.maxMessage}, s.sessionOptions())
 	if err != nil {
 		return &utcp.TransportError{Err: fmt.Errorf("mcp: %s: legacy HTTP+SSE handshake with %s: %w", s.what(), utcp.RedactURL(u), err)}
 	}
@@ -116,7 +116,7 @@ func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 		rt.sess.markExpired()
 	}
 	if ct := resp.Header.Get("Content-Type"); strings.HasPrefix(strings.ToLower(strings.TrimSpace(ct)), "text/event-stream") {
-		resp.Body = &sseTap{rc: resp.Body, fn: rt.sess.onMessage}
+		resp.Body = &sseTap{rc: resp.Body, fn: rt.sess.tapMessage, rewrite: rt.sess.stamper(req)}
 	}
 	return resp, nil
 }
@@ -136,62 +136,113 @@ func originOf(u *url.URL) string {
 	return scheme + "://" + net.JoinHostPort(strings.ToLower(u.Hostname()), port)
 }
 
-// sseTap passes a server-sent event stream through to the SDK and shows
-// the data of each complete event to fn first.
+// sseTap passes a server-sent event stream through to the SDK, shows
+// the data of each complete event to fn first, and passes on
+// rewrite(data) instead of the event's data when rewrite (if set)
+// returns something. An event is held back until it is complete; one
+// over tapLimit passes through as it arrives, untapped.
 type sseTap struct {
-	rc       io.ReadCloser
-	fn       func([]byte)
-	line     []byte
-	lineOver bool
-	data     []byte
-	dataOver bool
+	rc      io.ReadCloser
+	fn      func([]byte)
+	rewrite func([]byte) []byte
+	buf     []byte // read, not yet split into lines
+	out     []byte // ready for the SDK
+	held    []byte // the raw lines of the current event
+	data    []byte
+	over    bool // the current event passes through
+	err     error
+	chunk   []byte
 }
 
 func (t *sseTap) Read(p []byte) (int, error) {
-	n, err := t.rc.Read(p)
-	b := p[:n]
-	for len(b) > 0 {
-		i := bytes.IndexByte(b, '\n')
-		seg := b
-		if i >= 0 {
-			seg = b[:i]
+	for len(t.out) == 0 {
+		if t.err != nil {
+			return 0, t.err
 		}
-		if !t.lineOver {
-			if len(t.line)+len(seg) > tapLimit {
-				t.lineOver = true
-			} else {
-				t.line = append(t.line, seg...)
+		if t.chunk == nil {
+			t.chunk = make([]byte, 32<<10)
+		}
+		n, err := t.rc.Read(t.chunk)
+		t.buf = append(t.buf, t.chunk[:n]...)
+		for {
+			i := bytes.IndexByte(t.buf, '\n')
+			if i < 0 {
+				break
 			}
+			t.line(t.buf[:i+1])
+			t.buf = t.buf[i+1:]
 		}
-		if i < 0 {
-			break
+		if len(t.buf) > tapLimit && !t.over {
+			t.over = true
+			t.out = append(t.out, t.held...)
+			t.held, t.data = t.held[:0], t.data[:0]
 		}
-		t.endLine()
-		b = b[i+1:]
+		if t.over {
+			t.out = append(t.out, t.buf...)
+			t.buf = t.buf[:0]
+		}
+		if err != nil {
+			t.out = append(t.out, t.held...)
+			t.out = append(t.out, t.buf...)
+			t.held, t.buf = nil, nil
+			t.err = err
+		}
 	}
-	return n, err
+	n := copy(p, t.out)
+	t.out = t.out[n:]
+	if len(t.out) == 0 {
+		t.out = nil
+	}
+	return n, nil
 }
 
-func (t *sseTap) endLine() {
-	line := bytes.TrimSuffix(t.line, []byte("\r"))
-	switch {
-	case len(line) == 0 && !t.lineOver:
-		if len(t.data) > 0 && !t.dataOver {
-			t.fn(t.data)
+// line takes one raw line, its newline included.
+func (t *sseTap) line(raw []byte) {
+	line := bytes.TrimSuffix(bytes.TrimSuffix(raw, []byte("\n")), []byte("\r"))
+	if t.over {
+		t.out = append(t.out, raw...)
+		if len(line) == 0 {
+			t.over = false
 		}
-		t.data, t.dataOver = t.data[:0], false
-	case bytes.HasPrefix(line, []byte("data:")):
-		if t.lineOver || len(t.data)+len(line) > tapLimit {
-			t.dataOver = true
-			break
-		}
-		v := bytes.TrimPrefix(line[5:], []byte(" "))
-		if len(t.data) > 0 {
-			t.data = append(t.data, '\n')
-		}
-		t.data = append(t.data, v...)
+		return
 	}
-	t.line, t.lineOver = t.line[:0], false
+	if len(line) > 0 {
+		t.held = append(t.held, raw...)
+		if bytes.HasPrefix(line, []byte("data:")) {
+			v := bytes.TrimPrefix(line[5:], []byte(" "))
+			if len(t.data) > 0 {
+				t.data = append(t.data, '\n')
+			}
+			t.data = append(t.data, v...)
+		}
+		if len(t.held) > tapLimit {
+			t.over = true
+			t.out = append(t.out, t.held...)
+			t.held, t.data = t.held[:0], t.data[:0]
+		}
+		return
+	}
+	var rewritten []byte
+	if len(t.data) > 0 {
+		t.fn(t.data)
+		if t.rewrite != nil {
+			rewritten = t.rewrite(t.data)
+		}
+	}
+	if rewritten == nil {
+		t.out = append(t.out, t.held...)
+	} else {
+		for _, l := range bytes.SplitAfter(t.held, []byte("\n")) {
+			if len(l) > 0 && !bytes.HasPrefix(l, []byte("data:")) {
+				t.out = append(t.out, l...)
+			}
+		}
+		t.out = append(t.out, "data: "...)
+		t.out = append(t.out, rewritten...)
+		t.out = append(t.out, '\n')
+	}
+	t.out = append(t.out, raw...)
+	t.held, t.data = t.held[:0], t.data[:0]
 }
 
 func (t *sseTap) Close() error { return t.rc.Close() }

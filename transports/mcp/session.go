@@ -472,11 +472,14 @@ func (s *server) connect(ctx context.Context) (*session, error) {
 		}
 		return nil, err
 	}
+	lctx, lcancel := context.WithTimeout(sess.ctx, s.connectTimeout())
+	s.enableLogging(lctx, sess)
+	lcancel()
 	return sess, nil
 }
 
 // newClient returns the go-sdk client of one session.
-func (s *server) newClient() *sdk.Client {
+func (s *server) newClient(sess *session) *sdk.Client {
 	opts := &sdk.ClientOptions{
 		Logger:       s.log,
 		Capabilities: &sdk.ClientCapabilities{},
@@ -494,7 +497,10 @@ func (s *server) newClient() *sdk.Client {
 		}
 	}
 	s.resourceHandlers(opts)
-	return sdk.NewClient(&sdk.Implementation{Name: "utcpd", Version: utcp.Version}, opts)
+	s.peerOptions(opts, sess)
+	c := sdk.NewClient(&sdk.Implementation{Name: "utcpd", Version: utcp.Version}, opts)
+	c.AddReceivingMiddleware(sess.rootsMiddleware)
+	return c
 }
 
 func (s *server) sessionOptions() *sdk.ClientSessionOptions {
@@ -517,6 +523,8 @@ type session struct {
 	pmu      sync.Mutex
 	progress map[string]func(*utcp.Event) // by progress token
 	seq      atomic.Uint64
+
+	peers peerState // calls in flight and their callers (peer.go)
 }
 
 // markExpired asks the supervisor to replace the session at once.
@@ -672,7 +680,11 @@ func (s *server) call(ctx context.Context, tool string, args map[string]any, onP
 	}
 	var res *sdk.CallToolResult
 	sess, err := s.invoke(ctx, func(ctx context.Context, sess *session) error {
+		ctx, done := sess.beginCall(ctx, tool)
+		defer done()
+		defer sess.drainLogs(ctx)
 		params := &sdk.CallToolParams{Name: tool, Arguments: args}
+		sess.logLevelMeta(params)
 		if onProgress != nil {
 			tok := sess.watchProgress(onProgress)
 			defer sess.unwatchProgress(tok)

@@ -35,11 +35,11 @@ func (s *server) connectStdio(ctx context.Context, sess *session) error {
 	}
 	sess.proc = p
 	tr := &sdk.IOTransport{
-		Reader:        &lineTap{r: p.stdout, fn: sess.onMessage},
+		Reader:        &lineTap{r: p.stdout, fn: sess.tapMessage},
 		Writer:        stdinWriter{p.stdin},
 		MaxLineLength: s.t.cfg.maxMessage,
 	}
-	cs, err := s.newClient().Connect(ctx, tr, s.sessionOptions())
+	cs, err := s.newClient(sess).Connect(ctx, tr, s.sessionOptions())
 	if err != nil {
 		return fmt.Errorf("mcp: %s: MCP handshake with %s: %w", s.what(), s.cfg.Command, err)
 	}

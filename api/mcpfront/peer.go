@@ -1,0 +1,177 @@
+package mcpfront
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/utcpd/utcpd/transports"
+	"github.com/utcpd/utcpd/utcp"
+)
+
+// Server-to-client requests: each tools/call carries the client session
+// that made it as the call's transports.Peer, so that an MCP server
+// behind utcpd that asks, while it serves the call, for sampling
+// (sampling/createMessage), elicitation (elicitation/create, form or URL
+// mode) or roots (roots/list), or sends log messages
+// (notifications/message), asks this client: the request goes to the
+// client on the tools/call's own stream, and the client's answer, or its
+// JSON-RPC error, goes back to the server as it came. A client that did
+// not declare the capability (sampling with tools needs sampling.tools,
+// a URL-mode elicitation elicitation.url) is not asked: the server's
+// request is declined with a message saying so. Log messages are passed
+// on at or above the level the client set with logging/setLevel (none
+// before it does). A client on protocol 2026-07-28, which has no
+// server-to-client requests (input-required results instead, SEP-2322),
+// has its server requests declined: the front does not yet turn them
+// into input-required results.
+
+// peerVersionLimit is the first protocol revision without server-to-client
+// requests.
+const peerVersionLimit = "2026-07-28"
+
+// sessionPeer is one tools/call's client session as the call's Peer.
+type sessionPeer struct {
+	ctx context.Context // the tools/call's, so that requests go on its stream
+	ss  *mcp.ServerSession
+}
+
+// withPeer returns ctx carrying req's session as the peer of the call.
+func withPeer(ctx context.Context, req *mcp.CallToolRequest) context.Context {
+	if req.Session == nil {
+		return transports.WithPeer(ctx, nil)
+	}
+	return transports.WithPeer(ctx, &sessionPeer{ctx: ctx, ss: req.Session})
+}
+
+func refuse(format string, args ...any) error {
+	return &utcp.Error{Code: utcp.CodeUnsupported, Message: fmt.Sprintf(format, args...), Err: transports.ErrPeerDeclined}
+}
+
+// caps returns the client's capabilities, or why it cannot be asked.
+func (p *sessionPeer) caps() (*mcp.ClientCapabilities, error) {
+	ip := p.ss.InitializeParams()
+	if ip == nil {
+		return nil, refuse("the MCP client calling the tool has not initialized its session")
+	}
+	if ip.ProtocolVersion >= peerVersionLimit {
+		return nil, refuse("the MCP client calling the tool speaks protocol %s, which has no server-to-client requests, and utcpd does not relay them as input-required results yet", ip.ProtocolVersion)
+	}
+	if ip.Capabilities == nil {
+		return &mcp.ClientCapabilities{}, nil
+	}
+	return ip.Capabilities, nil
+}
+
+// join is the context of one request to the client: the tools/call's
+// (values, cancellation), also cancelled when the server's request ends.
+func (p *sessionPeer) join(ctx context.Context) (context.Context, context.CancelFunc) {
+	rctx, cancel := context.WithCancel(p.ctx)
+	stop := context.AfterFunc(ctx, cancel)
+	return rctx, func() { stop(); cancel() }
+}
+
+// CreateMessage asks the client's model.
+func (p *sessionPeer) CreateMessage(ctx context.Context, params json.RawMessage) (json.RawMessage, error) {
+	caps, err := p.caps()
+	if err != nil {
+		return nil, err
+	}
+	if caps.Sampling == nil {
+		return nil, refuse("the MCP client calling the tool did not declare the sampling capability")
+	}
+	var probe struct {
+		Tools []json.RawMessage `json:"tools"`
+	}
+	_ = json.Unmarshal(params, &probe)
+	if len(probe.Tools) > 0 && caps.Sampling.Tools == nil {
+		return nil, refuse("the request offers tools and the MCP client calling the tool did not declare sampling.tools")
+	}
+	rctx, done := p.join(ctx)
+	defer done()
+	if caps.Sampling.Tools != nil {
+		var cp mcp.CreateMessageWithToolsParams
+		if err := json.Unmarshal(params, &cp); err != nil {
+			return nil, fmt.Errorf("the sampling request cannot be read: %w", err)
+		}
+		res, err := p.ss.CreateMessageWithTools(rctx, &cp)
+		if err != nil {
+			return nil, err
+		}
+		return json.Marshal(res)
+	}
+	var cp mcp.CreateMessageParams
+	if err := json.Unmarshal(params, &cp); err != nil {
+		return nil, fmt.Errorf("the sampling request cannot be read: %w", err)
+	}
+	res, err := p.ss.CreateMessage(rctx, &cp)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(res)
+}
+
+// Elicit asks the client's user.
+func (p *sessionPeer) Elicit(ctx context.Context, params json.RawMessage) (json.RawMessage, error) {
+	caps, err := p.caps()
+	if err != nil {
+		return nil, err
+	}
+	var ep mcp.ElicitParams
+	if err := json.Unmarshal(params, &ep); err != nil {
+		return nil, fmt.Errorf("the elicitation request cannot be read: %w", err)
+	}
+	el := caps.Elicitation
+	switch {
+	case el == nil:
+		return nil, refuse("the MCP client calling the tool did not declare the elicitation capability")
+	case ep.Mode == "url" && el.URL == nil:
+		return nil, refuse("the MCP client calling the tool did not declare URL-mode elicitation (elicitation.url)")
+	case ep.Mode != "url" && el.Form == nil && el.URL != nil:
+		return nil, refuse("the MCP client calling the tool did not declare form-mode elicitation (elicitation.form)")
+	}
+	rctx, done := p.join(ctx)
+	defer done()
+	res, err := p.ss.Elicit(rctx, &ep)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(res)
+}
+
+// ListRoots asks the client for its roots.
+func (p *sessionPeer) ListRoots(ctx context.Context, params json.RawMessage) (json.RawMessage, error) {
+	caps, err := p.caps()
+	if err != nil {
+		return nil, err
+	}
+	if caps.RootsV2 == nil {
+		return nil, refuse("the MCP client calling the tool did not declare the roots capability")
+	}
+	var lp mcp.ListRootsParams
+	if len(params) > 0 {
+		if err := json.Unmarshal(params, &lp); err != nil {
+			return nil, fmt.Errorf("the roots request cannot be read: %w", err)
+		}
+	}
+	rctx, done := p.join(ctx)
+	defer done()
+	res, err := p.ss.ListRoots(rctx, &lp)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(res)
+}
+
+// Log passes one log message on, at or above the client's level.
+func (p *sessionPeer) Log(ctx context.Context, params json.RawMessage) error {
+	var lp mcp.LoggingMessageParams
+	if err := json.Unmarshal(params, &lp); err != nil {
+		return fmt.Errorf("the log message cannot be read: %w", err)
+	}
+	rctx, done := p.join(ctx)
+	defer done()
+	return p.ss.Log(rctx, &lp)
+}
