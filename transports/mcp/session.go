@@ -16,6 +16,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/utcpd/utcpd/internal/tracing"
 	"github.com/utcpd/utcpd/transports"
 	"github.com/utcpd/utcpd/utcp"
 )
@@ -670,6 +671,10 @@ func (s *server) call(ctx context.Context, tool string, args map[string]any, onP
 	var res *sdk.CallToolResult
 	sess, err := s.invoke(ctx, func(ctx context.Context, sess *session) error {
 		params := &sdk.CallToolParams{Name: tool, Arguments: args}
+		if tracing.HasContext(ctx) {
+			params.Meta = sdk.Meta{}
+			tracing.InjectMeta(ctx, params.Meta)
+		}
 		if onProgress != nil {
 			tok := sess.watchProgress(onProgress)
 			defer sess.unwatchProgress(tok)
