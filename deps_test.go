@@ -94,7 +94,10 @@ var allowed = []struct {
 // package transports imports only utcp, manuals and internal/netguard; a
 // transport imports only the contract, the shared helpers
 // (transports/internal/..., transports/oauth2, internal/jsonx,
-// internal/eventstream), utcp, manuals and internal/netguard; nothing
+// internal/eventstream, internal/tracing), utcp, manuals and
+// internal/netguard; internal/tracing (OpenTelemetry API only) may be
+// used by every layer and imports only utcp, while the SDK
+// (internal/telemetry) is for daemon and cmd alone; nothing
 // outside transports/ imports transports/internal; a guard only guard and
 // utcp; nothing imports cmd/; utcp imports only the standard library.
 func TestDependencyDirection(t *testing.T) {
