@@ -35,7 +35,7 @@ var allowed = []struct {
 	// The helpers the transports share (HTTP client and calls, envelope,
 	// sockets, sessions, process environments), private to transports/.
 	{"transports/internal/...", []string{"transports", "transports/internal/...", "transports/oauth2", "utcp", "manuals",
-		"internal/netguard", "internal/jsonx"}},
+		"internal/netguard", "internal/jsonx", "internal/tracing"}},
 	// The oauth2 token cache is public: the gateway shares one across its
 	// transports.
 	{"transports/oauth2", []string{"transports", "transports/internal/httpclient", "utcp"}},
@@ -43,13 +43,13 @@ var allowed = []struct {
 	{"transports/cli", []string{"transports", "transports/internal/...", "utcp", "manuals", "internal/netguard", "internal/jsonx",
 		"internal/shellword"}},
 	{"transports/*", []string{"transports", "transports/internal/...", "transports/oauth2", "utcp", "manuals", "internal/netguard",
-		"internal/jsonx", "internal/eventstream"}},
+		"internal/jsonx", "internal/eventstream", "internal/tracing"}},
 
 	{"guard/holguard", []string{"guard/...", "utcp", "internal/shellword"}},
-	{"guard/...", []string{"guard/...", "utcp"}},
+	{"guard/...", []string{"guard/...", "utcp", "internal/tracing"}},
 	{"gateway/...", []string{"gateway/...", "guard", "guard/review", "registry", "manuals", "transports", "transports/oauth2", "utcp",
-		"internal/netguard"}},
-	{"api/...", []string{"api/...", "gateway/...", "guard/review", "registry", "transports", "utcp", "internal/jsonx"}},
+		"internal/netguard", "internal/tracing"}},
+	{"api/...", []string{"api/...", "gateway/...", "guard/review", "registry", "transports", "utcp", "internal/jsonx", "internal/tracing"}},
 	{"store/...", []string{"store/...", "gateway/audit", "guard/review", "registry", "utcp"}},
 	// The demo servers speak each protocol for the conformance suite
 	// with their own code, never the client's: of transports/ they use
@@ -63,6 +63,14 @@ var allowed = []struct {
 	// REST front's benchmarks, which is why it is not transports/internal.
 	{"internal/eventstream", []string{"transports"}},
 	{"internal/shellword", nil},
+	// The trace context helpers (OpenTelemetry API only): the fronts,
+	// the gateway, the review queue and the transports make spans and
+	// pass traceparent on with them, so every layer may import it; it
+	// imports only utcp.
+	{"internal/tracing", []string{"utcp"}},
+	// The OpenTelemetry SDK and exporters, set up from OTEL_* by the
+	// daemon and `utcpd mcp` only.
+	{"internal/telemetry", []string{"internal/tracing"}},
 	{"internal/pgtest", []string{"utcp"}},
 	{"internal/e2e", nil},
 	{"internal/e2e/openapi", nil},
@@ -75,10 +83,10 @@ var allowed = []struct {
 	// The manual sources and the daemon's run loop, imported by cmd only.
 	{"sources", []string{"gateway", "manuals", "registry", "transports", "utcp"}},
 	{"daemon", []string{"api/...", "gateway/...", "guard/...", "registry/...", "store/...", "sources",
-		"manuals", "transports", "transports/all", "utcp", "internal/netguard"}},
+		"manuals", "transports", "transports/all", "utcp", "internal/netguard", "internal/telemetry"}},
 
 	{"cmd/...", []string{"api/...", "gateway/...", "guard/...", "registry/...", "store/...", "daemon", "sources",
-		"manuals", "transports", "transports/all", "utcp", "internal/netguard"}},
+		"manuals", "transports", "transports/all", "utcp", "internal/netguard", "internal/telemetry", "internal/tracing"}},
 }
 
 // TestDependencyDirection keeps the package graph of the table above:
@@ -86,7 +94,10 @@ var allowed = []struct {
 // package transports imports only utcp, manuals and internal/netguard; a
 // transport imports only the contract, the shared helpers
 // (transports/internal/..., transports/oauth2, internal/jsonx,
-// internal/eventstream), utcp, manuals and internal/netguard; nothing
+// internal/eventstream, internal/tracing), utcp, manuals and
+// internal/netguard; internal/tracing (OpenTelemetry API only) may be
+// used by every layer and imports only utcp, while the SDK
+// (internal/telemetry) is for daemon and cmd alone; nothing
 // outside transports/ imports transports/internal; a guard only guard and
 // utcp; nothing imports cmd/; utcp imports only the standard library.
 func TestDependencyDirection(t *testing.T) {

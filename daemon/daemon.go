@@ -29,6 +29,7 @@ import (
 	"github.com/utcpd/utcpd/guard"
 	"github.com/utcpd/utcpd/guard/review"
 	"github.com/utcpd/utcpd/internal/netguard"
+	"github.com/utcpd/utcpd/internal/telemetry"
 	"github.com/utcpd/utcpd/manuals"
 	"github.com/utcpd/utcpd/registry"
 	"github.com/utcpd/utcpd/registry/memstore"
@@ -153,6 +154,17 @@ func (d *Daemon) Run(ctx context.Context) error {
 	named, err := LoadGuards(guard.Default, s.Guards, d.vars.Load(), log.With("component", "guard"))
 	if err != nil {
 		return &UsageError{Err: GuardProblem(d.conf.Path, err)}
+	}
+
+	// Traces: on only when the OTEL_* environment asks for them; the
+	// spans still buffered are flushed last, after the calls drained.
+	tel, err := telemetry.Setup(ctx, telemetry.Options{Version: d.opts.Version, Log: log.With("component", "telemetry")})
+	if err != nil {
+		return &UsageError{Err: fmt.Errorf("tracing: %w", err)}
+	}
+	if tel != nil {
+		log.Info("tracing on: spans are exported over OTLP", "protocol", tel.Protocol())
+		defer flushTraces(tel, log)
 	}
 
 	// The store.
@@ -540,4 +552,16 @@ func weight(cfg *manuals.Config, tag bool) float64 {
 		return cfg.SearchStrategy.TagWeight
 	}
 	return cfg.SearchStrategy.DescriptionWeight
+}
+
+// flushTraceTimeout bounds the export of the last spans at exit.
+const flushTraceTimeout = 5 * time.Second
+
+// flushTraces exports the spans not yet sent and stops tracing.
+func flushTraces(tel *telemetry.Telemetry, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), flushTraceTimeout)
+	defer cancel()
+	if err := tel.Shutdown(ctx); err != nil {
+		log.Warn("exporting the last spans", "err", err)
+	}
 }

@@ -10,10 +10,13 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/utcpd/utcpd/gateway/audit"
 	"github.com/utcpd/utcpd/guard"
 	"github.com/utcpd/utcpd/guard/review"
 	"github.com/utcpd/utcpd/internal/netguard"
+	"github.com/utcpd/utcpd/internal/tracing"
 	"github.com/utcpd/utcpd/registry"
 	"github.com/utcpd/utcpd/transports"
 	"github.com/utcpd/utcpd/utcp"
@@ -93,6 +96,9 @@ func (g *Gateway) call(ctx context.Context, name string, args map[string]any, op
 	if g.recording() {
 		rec.Start = time.Now()
 	}
+	if tracing.On() {
+		ctx = startSpan(ctx, &rec)
+	}
 	ctx, t := g.callContext(ctx, &rec, opts, opts.NoWait)
 	p, err := g.prepare(ctx, name, args, opts, &rec, t)
 	if err != nil {
@@ -105,6 +111,9 @@ func (g *Gateway) call(ctx context.Context, name string, args map[string]any, op
 		defer cancel()
 	}
 	rec.Dispatched = true
+	if rec.span != nil {
+		dctx = startDispatch(dctx, &rec, p)
+	}
 	res, err := p.tr.CallTool(dctx, &p.call)
 	p.state.calls.leave()
 	if err != nil {
@@ -170,6 +179,9 @@ func (g *Gateway) CallToolStreaming(ctx context.Context, name string, args map[s
 	if g.recording() {
 		rec.Start = time.Now()
 	}
+	if tracing.On() {
+		ctx = startSpan(ctx, rec)
+	}
 	ctx, t := g.callContext(ctx, rec, opts, false)
 	p, err := g.prepare(ctx, name, args, opts, rec, t)
 	if err != nil {
@@ -181,6 +193,9 @@ func (g *Gateway) CallToolStreaming(ctx context.Context, name string, args map[s
 	}
 	ctx = netguard.WithPolicy(ctx, p.policy)
 	rec.Dispatched = true
+	if rec.span != nil {
+		ctx = startDispatch(ctx, rec, p)
+	}
 	var stream transports.Stream
 	if st, ok := p.tr.(transports.Streamer); ok {
 		stream, err = st.CallToolStream(ctx, &p.call)
@@ -213,9 +228,16 @@ func (g *Gateway) prepare(ctx context.Context, name string, args map[string]any,
 		gc.Template = ts.tmpl.Raw
 		rec.Qualified, rec.Protocol = tool.Name, ts.tmpl.Type
 	}
-	v, err := g.guard.Evaluate(ctx, gc)
+	gctx, gspan := ctx, trace.Span(nil)
+	if rec.span != nil {
+		gctx, gspan = tracing.Start(ctx, "guard", trace.SpanKindInternal)
+	}
+	v, err := g.guard.Evaluate(gctx, gc)
 	if err != nil {
 		v = guard.Verdict{Decision: guard.Error, Reason: err.Error()}
+	}
+	if gspan != nil {
+		endGuard(gspan, v)
 	}
 	rec.Verdict = v
 	rec.Steps = rec.trace.Steps
@@ -293,6 +315,9 @@ func (g *Gateway) postProcess(tool *registry.Tool, v any) any {
 // finish records a finished call: the outcome of the review it claimed,
 // the audit record and the OnCall record. It returns err.
 func (g *Gateway) finish(ctx context.Context, rec *CallRecord, t *review.Ticket, res *utcp.Result, err error) error {
+	if rec.span != nil {
+		endSpan(rec, t, err)
+	}
 	if t != nil && t.Claimed {
 		var cerr error
 		if !rec.Dispatched && ctx.Err() != nil {

@@ -25,6 +25,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/utcpd/utcpd/gateway/audit"
 	"github.com/utcpd/utcpd/guard"
 	"github.com/utcpd/utcpd/guard/review"
@@ -114,6 +116,9 @@ type CallRecord struct {
 	Kind string
 
 	trace guard.Trace
+	// span is the call's execute_tool span and dispatch its transport
+	// call's, nil while tracing is off (finish ends them).
+	span, dispatch trace.Span
 }
 
 // Auditor receives audit records. *audit.Writer is one.

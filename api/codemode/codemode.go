@@ -92,7 +92,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/utcpd/utcpd/gateway"
+	"github.com/utcpd/utcpd/internal/tracing"
 	"github.com/utcpd/utcpd/utcp"
 )
 
@@ -350,6 +353,12 @@ func (r *Runner) Options() Options { return r.opts }
 // ends during the run ends it: its deadline as a timeout Error, its
 // cancellation as CodeCanceled.
 func (r *Runner) Run(ctx context.Context, caller Caller, req Request) (*Response, error) {
+	if tracing.On() {
+		var span trace.Span
+		ctx, span = tracing.Start(ctx, tracing.OperationExecuteTool+" "+ToolName, trace.SpanKindInternal,
+			tracing.GenAIOperationName.String(tracing.OperationExecuteTool), tracing.GenAIToolName.String(ToolName))
+		defer tracing.End(span, nil)
+	}
 	timeout, calls, err := r.limits(req)
 	if err != nil {
 		return nil, err

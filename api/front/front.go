@@ -72,9 +72,12 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/utcpd/utcpd/api/httpx"
 	"github.com/utcpd/utcpd/gateway"
 	"github.com/utcpd/utcpd/guard/review"
+	"github.com/utcpd/utcpd/internal/tracing"
 	"github.com/utcpd/utcpd/utcp"
 )
 
@@ -412,7 +415,13 @@ func (h *Handler) call(w http.ResponseWriter, r *http.Request) {
 		h.tracker.CallStarted()
 		defer h.tracker.CallFinished()
 	}
-	res, err := h.g.CallTool(r.Context(), r.PathValue("name"), args,
+	ctx := r.Context()
+	if tracing.On() {
+		var span trace.Span
+		ctx, span = startSpan(r, routeCall)
+		defer func() { tracing.End(span, err) }()
+	}
+	res, err := h.g.CallTool(ctx, r.PathValue("name"), args,
 		gateway.CallOptions{Principal: httpx.Principal(r.Context()), Front: FrontName, Timeout: d, NoWait: !wait})
 	if err != nil {
 		var parked *review.ParkedError
@@ -502,7 +511,13 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request) {
 		h.tracker.CallStarted()
 		defer h.tracker.CallFinished()
 	}
-	st, err := h.g.CallToolStreaming(r.Context(), r.PathValue("name"), args,
+	ctx := r.Context()
+	if tracing.On() {
+		var span trace.Span
+		ctx, span = startSpan(r, routeStream)
+		defer func() { tracing.End(span, err) }()
+	}
+	st, err := h.g.CallToolStreaming(ctx, r.PathValue("name"), args,
 		gateway.CallOptions{Principal: httpx.Principal(r.Context()), Front: FrontName, Timeout: d})
 	if err != nil && toolError(err) == nil {
 		// Refused or not carried before anything streamed: a plain

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/utcpd/utcpd/internal/tracing"
 	"github.com/utcpd/utcpd/utcp"
 )
 
@@ -83,6 +84,13 @@ func (p Perimeter) Wrap(next http.Handler) http.Handler {
 			rc := http.NewResponseController(w)
 			if rc.SetReadDeadline(time.Now().Add(c.readTimeout)) == nil {
 				r.Body = &deadlineBody{ReadCloser: r.Body, rc: rc}
+			}
+		}
+		if tracing.On() {
+			// The caller's W3C trace context, if any, parents the
+			// spans of the request (a malformed one is ignored).
+			if ctx := tracing.ExtractHeader(r.Context(), r.Header); ctx != r.Context() {
+				r = r.WithContext(ctx)
 			}
 		}
 		next.ServeHTTP(w, r)

@@ -11,9 +11,11 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/utcpd/utcpd/api/httpx"
 	"github.com/utcpd/utcpd/gateway"
+	"github.com/utcpd/utcpd/internal/tracing"
 	"github.com/utcpd/utcpd/utcp"
 )
 
@@ -28,6 +30,11 @@ const progressMessageMax = 200
 // call serves tools/call for the tool registered as qualified; check,
 // when set, is the output schema the tool is listed with.
 func (s *Server) call(ctx context.Context, req *mcp.CallToolRequest, qualified string, check *outputCheck) (*mcp.CallToolResult, error) {
+	if tracing.On() {
+		var span trace.Span
+		ctx, span = startCall(ctx, req, qualified)
+		defer tracing.End(span, nil)
+	}
 	args, err := decodeArguments(req.Params.Arguments)
 	if err != nil {
 		return nil, rpcError(jsonrpc.CodeInvalidParams, utcp.CodeInvalidArguments, err.Error(), nil)

@@ -24,6 +24,8 @@ import (
 	"github.com/utcpd/utcpd/api/mcpfront"
 	"github.com/utcpd/utcpd/daemon"
 	"github.com/utcpd/utcpd/gateway"
+	"github.com/utcpd/utcpd/internal/telemetry"
+	"github.com/utcpd/utcpd/internal/tracing"
 	"github.com/utcpd/utcpd/transports"
 	"github.com/utcpd/utcpd/utcp"
 )
@@ -78,6 +80,17 @@ unusable configuration.`,
 				return &exitError{code: exitUsage, err: fmt.Errorf("--log-level: %w", err)}
 			}
 			log := slog.New(utcp.RedactHandler(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level})))
+			// Traces, as the daemon's: only when OTEL_* asks for them;
+			// bridged, the trace context goes on to the daemon.
+			tel, err := telemetry.Setup(cmd.Context(), telemetry.Options{Version: versionString(), Log: log.With("component", "telemetry")})
+			if err != nil {
+				return &exitError{code: exitUsage, err: fmt.Errorf("tracing: %w", err)}
+			}
+			defer func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				_ = tel.Shutdown(ctx)
+			}()
 			opts := mcpfront.Options{
 				Name: "utcpd", Version: versionString(), CallTimeout: timeout, ShortNames: shortNames,
 				NativeNames: nativeNames, Principal: "stdio", Logger: log,
@@ -237,6 +250,7 @@ func (b *restBackend) CallToolStreaming(ctx context.Context, name string, args m
 	if b.c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+b.c.token)
 	}
+	tracing.InjectHeader(ctx, req.Header)
 	resp, err := b.c.http.Do(req)
 	if err != nil {
 		if ctx.Err() != nil {

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/utcpd/utcpd/internal/tracing"
 	"github.com/utcpd/utcpd/utcp"
 )
 
@@ -110,6 +111,7 @@ func (c *client) send(ctx context.Context, method, path string, query url.Values
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
+	tracing.InjectHeader(ctx, req.Header)
 	resp, err := c.http.Do(req)
 	if err != nil {
 		if ctx.Err() != nil {

@@ -11,7 +11,10 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/utcpd/utcpd/guard"
+	"github.com/utcpd/utcpd/internal/tracing"
 	"github.com/utcpd/utcpd/utcp"
 )
 
@@ -204,7 +207,22 @@ func (q *Queue) Approve(ctx context.Context, call *guard.Call, v guard.Verdict) 
 	if park {
 		return guard.Verdict{}, fmt.Errorf("call parked for review %s: %w", r.ID, guard.ErrParked)
 	}
+	if tracing.On() {
+		return q.tracedWait(ctx, r, wake, t)
+	}
 	return q.wait(ctx, r, wake, t)
+}
+
+// tracedWait is wait inside a "review" span.
+func (q *Queue) tracedWait(ctx context.Context, r *Review, wake chan struct{}, t *Ticket) (guard.Verdict, error) {
+	ctx, span := tracing.Start(ctx, "review", trace.SpanKindInternal,
+		tracing.ReviewID.String(r.ID), tracing.Guard.String(r.Guard))
+	v, err := q.wait(ctx, r, wake, t)
+	if err == nil && span != nil {
+		span.SetAttributes(tracing.Decision.String(string(v.Decision)))
+	}
+	tracing.End(span, err)
+	return v, err
 }
 
 // wait waits for review r's decision on behalf of its caller.

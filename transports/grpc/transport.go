@@ -32,6 +32,7 @@ import (
 
 	"github.com/utcpd/utcpd/internal/jsonx"
 	"github.com/utcpd/utcpd/internal/netguard"
+	"github.com/utcpd/utcpd/internal/tracing"
 	"github.com/utcpd/utcpd/transports"
 	"github.com/utcpd/utcpd/transports/oauth2"
 	"github.com/utcpd/utcpd/utcp"
@@ -497,6 +498,9 @@ func guardedDialer(spec *Template, pol *netguard.Policy) ggrpc.DialOption {
 // outgoing adds the template's metadata and the auth's credentials to ctx.
 func (t *Transport) outgoing(ctx context.Context, spec *Template, auth *utcp.Auth) (context.Context, error) {
 	if pairs := spec.pairs(); len(pairs) > 0 {
+		ctx = metadata.AppendToOutgoingContext(ctx, pairs...)
+	}
+	if pairs := tracing.Pairs(ctx); pairs != nil {
 		ctx = metadata.AppendToOutgoingContext(ctx, pairs...)
 	}
 	if auth == nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/utcpd/utcpd/internal/tracing"
 	"github.com/utcpd/utcpd/transports"
 	"github.com/utcpd/utcpd/utcp"
 )
@@ -684,6 +685,12 @@ func (s *server) call(ctx context.Context, tool string, args map[string]any, onP
 		defer done()
 		defer sess.drainLogs(ctx)
 		params := &sdk.CallToolParams{Name: tool, Arguments: args}
+		if tracing.HasContext(ctx) {
+			if params.Meta == nil {
+				params.Meta = sdk.Meta{}
+			}
+			tracing.InjectMeta(ctx, params.Meta)
+		}
 		sess.logLevelMeta(params)
 		if onProgress != nil {
 			tok := sess.watchProgress(onProgress)

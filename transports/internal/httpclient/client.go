@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/utcpd/utcpd/internal/netguard"
+	"github.com/utcpd/utcpd/internal/tracing"
 	"github.com/utcpd/utcpd/transports"
 	"github.com/utcpd/utcpd/utcp"
 )
@@ -222,6 +223,17 @@ func (g guardedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 			}
 			return nil, err
 		}
+	}
+	if tracing.HasContext(ctx) {
+		// Pass the trace context on (W3C traceparent, tracestate) on a
+		// copy: a RoundTripper does not change its caller's request.
+		r := *req
+		r.Header = req.Header.Clone()
+		if r.Header == nil {
+			r.Header = http.Header{}
+		}
+		tracing.InjectHeader(ctx, r.Header)
+		req = &r
 	}
 	return g.base.RoundTrip(req)
 }
