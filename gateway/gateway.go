@@ -149,10 +149,10 @@ type Gateway struct {
 	mu         sync.Mutex
 	transports map[string]transports.Counted
 	closed     bool
-	regLock    sync.Mutex  // serialises name checks and registry updates
-	watch      watchers    // Subscribe's functions (watch.go)
-	resWatch   resWatchers // WatchResources's functions (resources.go)
-	followOnce sync.Once   // Restore starts following the store once (follow.go)
+	regLock    sync.Mutex         // serialises name checks and registry updates
+	watch      watchers[struct{}] // Subscribe's functions (watch.go)
+	resWatch   resWatchers        // WatchResources's functions (resources.go)
+	followOnce sync.Once          // Restore starts following the store once (follow.go)
 	health     healthTable
 }
 

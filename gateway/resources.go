@@ -428,9 +428,7 @@ type ResourceNotice struct {
 // resWatchers holds WatchResources's functions and the subscription
 // counts.
 type resWatchers struct {
-	mu   sync.Mutex
-	next uint64
-	fns  map[uint64]func(ResourceNotice)
+	watchers[ResourceNotice]
 
 	subMu sync.Mutex
 	subs  map[string]int // utcpd URI → subscribers
@@ -441,20 +439,7 @@ type resWatchers struct {
 // resources). fn runs on a transport's goroutine and must not block.
 // cancel stops further calls; it is idempotent.
 func (g *Gateway) WatchResources(fn func(ResourceNotice)) (cancel func()) {
-	w := &g.resWatch
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.fns == nil {
-		w.fns = map[uint64]func(ResourceNotice){}
-	}
-	id := w.next
-	w.next++
-	w.fns[id] = fn
-	return func() {
-		w.mu.Lock()
-		defer w.mu.Unlock()
-		delete(w.fns, id)
-	}
+	return g.resWatch.add(fn)
 }
 
 // resourceEvent is the transports' OnResourceEvent callback.
@@ -463,14 +448,6 @@ func (g *Gateway) resourceEvent(ev transports.ResourceEvent) {
 	if ev.Kind == transports.ResourceUpdated {
 		n.URI = QualifyURI(ev.Manual, ev.Server, ev.URI)
 	}
-	w := &g.resWatch
-	w.mu.Lock()
-	fns := make([]func(ResourceNotice), 0, len(w.fns))
-	for _, fn := range w.fns {
-		fns = append(fns, fn)
-	}
-	w.mu.Unlock()
-	for _, fn := range fns {
-		fn(n)
-	}
+	g.resWatch.notify(n)
+
 }

@@ -46,6 +46,14 @@ func (w *discardWriter) WriteHeader(s int)           { w.status = s }
 // deadline, gateway dispatch to an in-process echo transport, result
 // encoding, the observer's metrics and JSON log line. No network.
 func BenchmarkCallHandler(b *testing.B) {
+	benchCalls(b, echoHandler(b), "")
+}
+
+// echoHandler is the daemon's HTTP handler over a gateway holding one
+// manual, demo, of the in-process echo transport, with the observer's
+// metrics and a JSON log line discarded.
+func echoHandler(b *testing.B) http.Handler {
+	b.Helper()
 	types := transports.NewRegistry()
 	if err := types.Register(transports.Info{
 		Type: "echo",
@@ -70,9 +78,18 @@ func BenchmarkCallHandler(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	return h
+}
+
+// benchCalls sends POST /v1/tools/demo.add/call to h b.N times, with a
+// traceparent header unless it is empty, and fails on any status but 200.
+func benchCalls(b *testing.B, h http.Handler, traceparent string) {
 	body := []byte(`{"arguments":{"a":1,"b":2}}`)
 	req, _ := http.NewRequest("POST", "http://127.0.0.1/v1/tools/demo.add/call", nil)
 	req.Header.Set("Content-Type", "application/json")
+	if traceparent != "" {
+		req.Header.Set("Traceparent", traceparent)
+	}
 	w := &discardWriter{h: http.Header{}}
 	b.ReportAllocs()
 	for b.Loop() {

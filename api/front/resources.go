@@ -81,24 +81,43 @@ func (h *Handler) registerResources(handle func(string, http.HandlerFunc)) {
 // utcpd name or a resource template by its utcpd URI template) to the
 // owning server and answers its CompleteResult.
 func (h *Handler) complete(w http.ResponseWriter, r *http.Request) {
-	d, err := h.timeout(r)
+	opts, err := h.mcpOptions(r)
 	if err != nil {
 		h.fail(w, r, err)
 		return
 	}
-	buf := httpx.GetBuffer()
-	defer httpx.PutBuffer(buf)
-	if err := httpx.ReadBody(w, r, h.maxBody, buf); err != nil {
+	body, err := h.readBody(w, r)
+	if err != nil {
 		h.fail(w, r, err)
 		return
 	}
-	res, err := h.g.Complete(r.Context(), bytes.Clone(buf.Bytes()),
-		gateway.CallOptions{Principal: httpx.Principal(r.Context()), Front: FrontName, Timeout: d})
+	res, err := h.g.Complete(r.Context(), body, opts)
 	if err != nil {
 		h.fail(w, r, err)
 		return
 	}
 	writeRaw(w, res)
+}
+
+// mcpOptions are the call options of a resource, prompt or completion
+// request: its deadline (?timeout=) and the caller.
+func (h *Handler) mcpOptions(r *http.Request) (gateway.CallOptions, error) {
+	d, err := h.timeout(r)
+	if err != nil {
+		return gateway.CallOptions{}, err
+	}
+	return gateway.CallOptions{Principal: httpx.Principal(r.Context()), Front: FrontName, Timeout: d}, nil
+}
+
+// readBody reads the request body within the front's size limit and
+// returns a copy the caller may keep.
+func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	buf := httpx.GetBuffer()
+	defer httpx.PutBuffer(buf)
+	if err := httpx.ReadBody(w, r, h.maxBody, buf); err != nil {
+		return nil, err
+	}
+	return bytes.Clone(buf.Bytes()), nil
 }
 
 func (h *Handler) resources(w http.ResponseWriter, r *http.Request) {
@@ -128,12 +147,12 @@ func (h *Handler) readResource(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, httpx.Errorf(utcp.CodeInvalidRequest, "the query parameter uri (a utcpd resource URI) is required").WithDetail("parameter", "uri"))
 		return
 	}
-	d, err := h.timeout(r)
+	opts, err := h.mcpOptions(r)
 	if err != nil {
 		h.fail(w, r, err)
 		return
 	}
-	res, err := h.g.ReadResource(r.Context(), uri, gateway.CallOptions{Principal: httpx.Principal(r.Context()), Front: FrontName, Timeout: d})
+	res, err := h.g.ReadResource(r.Context(), uri, opts)
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -142,26 +161,24 @@ func (h *Handler) readResource(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *Handler) getPrompt(w http.ResponseWriter, r *http.Request) {
-	d, err := h.timeout(r)
+	opts, err := h.mcpOptions(r)
 	if err != nil {
 		h.fail(w, r, err)
 		return
 	}
-	buf := httpx.GetBuffer()
-	defer httpx.PutBuffer(buf)
-	if err := httpx.ReadBody(w, r, h.maxBody, buf); err != nil {
+	body, err := h.readBody(w, r)
+	if err != nil {
 		h.fail(w, r, err)
 		return
 	}
 	var req PromptRequest
-	if buf.Len() > 0 {
-		if err := httpx.DecodeStrict(buf.Bytes(), &req); err != nil {
+	if len(body) > 0 {
+		if err := httpx.DecodeStrict(body, &req); err != nil {
 			h.fail(w, r, err)
 			return
 		}
 	}
-	res, err := h.g.GetPrompt(r.Context(), r.PathValue("name"), req.Arguments,
-		gateway.CallOptions{Principal: httpx.Principal(r.Context()), Front: FrontName, Timeout: d})
+	res, err := h.g.GetPrompt(r.Context(), r.PathValue("name"), req.Arguments, opts)
 	if err != nil {
 		h.fail(w, r, err)
 		return
