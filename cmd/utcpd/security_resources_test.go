@@ -36,7 +36,7 @@ func TestSecurityResourceRoutes(t *testing.T) {
     "config": {"mcpServers": {"srv": {"url": %q}}}}],
   "gateway": {"api_keys": ["k1"], "guards": [{"kind": "policy", "default": "allow", "rules": [
     {"kinds": ["resource"], "args": [{"pointer": "/uri", "regex": "binary"}], "decision": "deny", "reason": "no binaries"}]}]}}`, conf.URL))
-	d := startDaemon(t, daemonOpts{dir: dir, args: []string{"--config", cfg}})
+	d := startDaemon(t, daemonOpts{dir: dir, args: []string{"--config", cfg, "--max-body-bytes", "4096"}})
 
 	text := "utcpd://conf.srv/" + confserver.ResourceStaticText
 	binary := "utcpd://conf.srv/" + confserver.ResourceStaticBinary
@@ -102,6 +102,27 @@ func TestSecurityResourceRoutes(t *testing.T) {
 	} {
 		if got, body := send(http.MethodPost, prompt, a.key, a.origin, "", a.ctype); got != a.want {
 			t.Errorf("POST %s, %s: %d %s, want %d", prompt, a.name, got, body, a.want)
+		}
+	}
+
+	// A body over max_body_bytes is refused before it reaches a backend
+	// (Bounded input), on both POST routes.
+	for _, path := range []string{prompt, "/v1/completions"} {
+		big := `{"arguments": {"x": "` + strings.Repeat("a", 8192) + `"}}`
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, d.URL+path, strings.NewReader(big))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer k1")
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusRequestEntityTooLarge || !strings.Contains(string(b), "payload_too_large") {
+			t.Errorf("POST %s with an 8 KiB body over a 4 KiB limit: %d %s, want 413 payload_too_large", path, resp.StatusCode, b)
 		}
 	}
 
