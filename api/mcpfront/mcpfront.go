@@ -353,6 +353,7 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	serverOpts := &mcp.ServerOptions{
 		Instructions: opts.Instructions,
 		PageSize:     opts.PageSize,
+		//lint:ignore SA1019 log messages of servers behind utcpd reach clients on revisions before 2026-07-28 (peer.go)
 		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}, Logging: &mcp.LoggingCapabilities{}},
 		Logger:       log.With("component", "mcp-sdk"),
 	}

@@ -1,3 +1,5 @@
+//lint:file-ignore SA1019 sampling, roots and logging are what MCP servers behind utcpd use; deprecated only from protocol 2026-07-28 on (SEP-2577), still served to clients on earlier revisions
+
 package mcpfront
 
 import (
