@@ -187,7 +187,11 @@ func runServe(cmd *cobra.Command, f *serveFlags, configFlag string, strict bool,
 	// The configuration's warnings (the gateway section's among them),
 	// repeated ones summarised, as config validate prints them; a
 	// rejected manual's errors are logged as its failed registration.
-	log := newLogger(&s)
+	// Log lines are buffered (logSink) and written when runServe returns,
+	// before the exit's own message.
+	sink := newLogSink(os.Stderr)
+	defer sink.Close()
+	log := newLogger(&s, sink)
 	for _, p := range checked.Problems {
 		if p.Severity == manuals.SeverityWarning {
 			log.Warn("configuration", "warning", p.String())
