@@ -34,7 +34,9 @@
 //
 // Flags: -rounds N (default 3), -duration D per target and round (default
 // 5s), -only rest|mcp (default both), -loadgen hey|builtin, -keep (leave
-// the temporary folder with the logs).
+// the temporary folder with the logs), -pprof ADDR (the default daemon
+// serves its profiles there: go tool pprof http://ADDR/debug/pprof/profile
+// during the run).
 package main
 
 import (
@@ -62,6 +64,7 @@ type options struct {
 	only     string // "", "rest" or "mcp"
 	loadgen  string // "hey" or "builtin"
 	keep     bool
+	pprof    string // --pprof-listen of the default daemon
 	out      io.Writer
 }
 
@@ -75,6 +78,7 @@ func main() {
 	flag.StringVar(&o.only, "only", "", "run only the rest or the mcp part")
 	flag.StringVar(&o.loadgen, "loadgen", "hey", "REST load generator: hey or builtin")
 	flag.BoolVar(&o.keep, "keep", false, "keep the temporary folder (logs, data dirs)")
+	flag.StringVar(&o.pprof, "pprof", "", "serve the default daemon's profiles on this loopback address (utcpd serve --pprof-listen), to profile it under the run's load")
 	flag.Parse()
 	o.out = os.Stdout
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -206,11 +210,15 @@ func run(ctx context.Context, o options) error {
 	}
 	daemons := map[string]*daemon{}
 	smp := newSampler()
+	var defaultFlags []string // data under $HOME/.local/state/utcpd
+	if o.pprof != "" {
+		defaultFlags = []string{"--pprof-listen", o.pprof}
+	}
 	for _, d := range []struct {
 		name  string
 		flags []string
 	}{
-		{"utcpd-default", nil},                     // data under $HOME/.local/state/utcpd
+		{"utcpd-default", defaultFlags},
 		{"utcpd-lean", []string{"--data-dir", ""}}, // no store
 	} {
 		dir := filepath.Join(tmp, d.name)
