@@ -44,6 +44,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -268,9 +269,33 @@ func run(ctx context.Context, o options) error {
 			}
 		}
 	}
+	for _, name := range []string{"utcpd-default", "utcpd-lean"} {
+		fmt.Fprintf(o.out, "\n%s audit records: %s", name, auditCounters(daemons[name].base))
+	}
+	fmt.Fprintln(o.out)
 	fmt.Fprintf(o.out, "\nload average (1 min) during the run: %.2f–%.2f; at the end: %s\n", smp.loadLo, smp.load,
 		strings.TrimSpace(readFile("/proc/loadavg")))
 	return nil
+}
+
+// auditCounters reads the daemon's audit counters from /metrics: every
+// call's record written, none dropped or failed, is what a run must show.
+func auditCounters(base string) string {
+	resp, err := http.Get(base + "/metrics")
+	if err != nil {
+		return err.Error()
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	var parts []string
+	for line := range strings.SplitSeq(string(body), "\n") {
+		for _, k := range []string{"written", "dropped", "failed"} {
+			if v, ok := strings.CutPrefix(line, "utcpd_audit_records_"+k+"_total "); ok {
+				parts = append(parts, k+" "+v)
+			}
+		}
+	}
+	return strings.Join(parts, ", ")
 }
 
 func readFile(p string) string {
