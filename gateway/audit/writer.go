@@ -94,7 +94,9 @@ type WriterOptions struct {
 }
 
 // Writer appends records to a Store from one background goroutine, in
-// batches, so that auditing costs a call only a channel send. When the
+// batches, so that auditing costs a call only a channel send. With
+// WriterOptions.Linger the batches are group commits: one transaction for
+// the records of up to Linger. When the
 // store falls behind and the queue is full, records are dropped and
 // counted rather than slowing calls down.
 //
