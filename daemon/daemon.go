@@ -209,7 +209,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	if s.DataDir != "" {
 		spill = filepath.Join(s.DataDir, AuditSpillFile)
 	}
-	d.audit = audit.NewWriter(auditStore, audit.WriterOptions{Retention: s.EffectiveAuditRetention(), SpillPath: spill,
+	d.audit = audit.NewWriter(auditStore, audit.WriterOptions{Retention: s.EffectiveAuditRetention(), SpillPath: spill, Linger: audit.DefaultLinger,
 		MaxRows: s.AuditMaxRows, MaxBytes: s.AuditMaxBytes, Logger: log.With("component", "audit")})
 	defer d.closeAudit()
 	registerAuditMetrics(d.audit)

@@ -194,6 +194,9 @@ func nativeResult(raw json.RawMessage) (*mcp.CallToolResult, bool) {
 	if len(bytes.TrimSpace(raw)) == 0 {
 		return nil, false
 	}
+	if res, ok := plainTextResult(raw); ok {
+		return res, true
+	}
 	res := &mcp.CallToolResult{}
 	if err := json.Unmarshal(raw, res); err != nil {
 		return nil, false
@@ -208,6 +211,48 @@ func nativeResult(raw json.RawMessage) (*mcp.CallToolResult, bool) {
 	}
 	if res.Content == nil {
 		res.Content = []mcp.Content{}
+	}
+	return res, true
+}
+
+// plainTextResult is nativeResult for the common result of text blocks
+// alone ({"content":[{"type":"text","text":"..."}], "isError": false},
+// with a structuredContent perhaps), decoded without the SDK's decoder,
+// which allocates a 32 KiB buffer per value it decodes. False for any
+// other shape (a block of another type, or with annotations or _meta; a
+// _meta on the result; any other key), which the SDK decodes.
+func plainTextResult(raw json.RawMessage) (*mcp.CallToolResult, bool) {
+	var top map[string]json.RawMessage
+	if json.Unmarshal(raw, &top) != nil {
+		return nil, false
+	}
+	res := &mcp.CallToolResult{Content: []mcp.Content{}}
+	for k, v := range top {
+		switch k {
+		case "content":
+			var blocks []map[string]json.RawMessage
+			if json.Unmarshal(v, &blocks) != nil {
+				return nil, false
+			}
+			for _, b := range blocks {
+				var typ, text string
+				if len(b) != 2 || json.Unmarshal(b["type"], &typ) != nil || typ != "text" ||
+					b["text"] == nil || json.Unmarshal(b["text"], &text) != nil {
+					return nil, false
+				}
+				res.Content = append(res.Content, &mcp.TextContent{Text: text})
+			}
+		case "isError":
+			if json.Unmarshal(v, &res.IsError) != nil {
+				return nil, false
+			}
+		case "structuredContent":
+			if t := bytes.TrimSpace(v); len(t) > 0 && !bytes.Equal(t, []byte("null")) {
+				res.StructuredContent = v
+			}
+		default:
+			return nil, false
+		}
 	}
 	return res, true
 }

@@ -19,6 +19,14 @@
 // request whose MCP-Protocol-Version header is 2026-07-28 or later is
 // served statelessly; every other request by the session handler.
 //
+// A session whose client declares neither sampling nor elicitation (it
+// cannot be asked anything in the middle of a call) gets its answers to
+// POSTs as application/json, one write each; any other session gets an
+// SSE stream per POST, on which a call's server requests (sampling,
+// elicitation, roots) and notifications (progress, logs) arrive before
+// its result. In a JSON session, those notifications, and roots
+// requests, go to the session's GET stream.
+//
 // # Tools
 //
 // tools/list pages (Options.PageSize) through every tool of the Backend.
@@ -275,7 +283,12 @@ type Server struct {
 	closeOnce   sync.Once
 
 	stateful, stateless http.Handler
-	authed              func(http.Handler) http.Handler
+	// jsonful is the session handler that answers POSTs with
+	// application/json (http.go, jsonSession); jsonIDs holds the IDs of
+	// the sessions it created (string -> struct{}).
+	jsonful http.Handler
+	jsonIDs sync.Map
+	authed  func(http.Handler) http.Handler
 
 	res *resources // backends' resources and prompts (resources.go), nil if none
 
