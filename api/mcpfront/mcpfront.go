@@ -233,6 +233,15 @@ type Options struct {
 	// MaxBodyBytes caps HTTP request bodies (default
 	// httpx.DefaultMaxBodyBytes).
 	MaxBodyBytes int64
+	// InputTimeout is how long a call of a 2026-07-28 client parked on
+	// an input-required result waits for the client's retry before it is
+	// cancelled (default DefaultInputTimeout); the call's CallTimeout
+	// bounds it too.
+	InputTimeout time.Duration
+	// MaxInputCalls caps the calls of one principal parked on
+	// input-required results at once (default DefaultMaxInputCalls); a
+	// server request that would park one more is declined.
+	MaxInputCalls int
 	// Tracker, when set, counts calls in flight.
 	Tracker CallTracker
 	// CodeMode, when set, is offered as the tool codemode.run (package
@@ -278,6 +287,8 @@ type Server struct {
 	authed              func(http.Handler) http.Handler
 
 	res *resources // backends' resources and prompts (resources.go), nil if none
+
+	inputs inputCalls // calls parked on input-required results (inputs.go)
 
 	sessMu    sync.Mutex
 	admitting int // new sessions being created now
@@ -445,6 +456,7 @@ func (s *Server) Close() error {
 		s.followMu.Unlock()
 		s.endLife()
 		s.syncers.Wait()
+		s.inputs.closeAll()
 		for ss := range s.mcp.Sessions() {
 			_ = ss.Close()
 		}

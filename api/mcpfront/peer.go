@@ -26,9 +26,10 @@ import (
 // request is declined with a message saying so. Log messages are passed
 // on at or above the level the client set with logging/setLevel (none
 // before it does). A client on protocol 2026-07-28, which has no
-// server-to-client requests (input-required results instead, SEP-2322),
-// has its server requests declined: the front does not yet turn them
-// into input-required results.
+// server-to-client requests, is asked with input-required results
+// instead (SEP-2322, inputs.go) when it declares any of the
+// capabilities; when it declares none, its server requests are declined
+// as here.
 
 // peerVersionLimit is the first protocol revision without server-to-client
 // requests.
@@ -36,8 +37,10 @@ const peerVersionLimit = "2026-07-28"
 
 // sessionPeer is one tools/call's client session as the call's Peer.
 type sessionPeer struct {
-	ctx context.Context // the tools/call's, so that requests go on its stream
-	ss  *mcp.ServerSession
+	ctx     context.Context // the tools/call's, so that requests go on its stream
+	ss      *mcp.ServerSession
+	version string                  // the call's protocol revision
+	clcaps  *mcp.ClientCapabilities // the calling client's, nil if it sent none
 }
 
 // withPeer returns ctx carrying req's session as the peer of the call.
@@ -45,7 +48,7 @@ func withPeer(ctx context.Context, req *mcp.CallToolRequest) context.Context {
 	if req.Session == nil {
 		return transports.WithPeer(ctx, nil)
 	}
-	return transports.WithPeer(ctx, &sessionPeer{ctx: ctx, ss: req.Session})
+	return transports.WithPeer(ctx, &sessionPeer{ctx: ctx, ss: req.Session, version: req.ProtocolVersion(), clcaps: req.ClientCapabilities()})
 }
 
 func refuse(format string, args ...any) error {
@@ -54,17 +57,48 @@ func refuse(format string, args ...any) error {
 
 // caps returns the client's capabilities, or why it cannot be asked.
 func (p *sessionPeer) caps() (*mcp.ClientCapabilities, error) {
-	ip := p.ss.InitializeParams()
-	if ip == nil {
+	if p.version == "" && p.ss.InitializeParams() == nil {
 		return nil, refuse("the MCP client calling the tool has not initialized its session")
 	}
-	if ip.ProtocolVersion >= peerVersionLimit {
-		return nil, refuse("the MCP client calling the tool speaks protocol %s, which has no server-to-client requests, and utcpd does not relay them as input-required results yet", ip.ProtocolVersion)
+	if p.version >= peerVersionLimit {
+		// Only a client that declared none of the capabilities gets here
+		// (the others are asked with input-required results, inputs.go).
+		return nil, refuse("the MCP client calling the tool speaks protocol %s and declared none of sampling, elicitation and roots", p.version)
 	}
-	if ip.Capabilities == nil {
+	if p.clcaps == nil {
 		return &mcp.ClientCapabilities{}, nil
 	}
-	return ip.Capabilities, nil
+	return p.clcaps, nil
+}
+
+// checkSampling reports why a client with caps cannot be asked the
+// sampling request params, and whether it is asked with tools.
+func checkSampling(caps *mcp.ClientCapabilities, params json.RawMessage) (withTools bool, err error) {
+	if caps.Sampling == nil {
+		return false, refuse("the MCP client calling the tool did not declare the sampling capability")
+	}
+	var probe struct {
+		Tools []json.RawMessage `json:"tools"`
+	}
+	_ = json.Unmarshal(params, &probe)
+	if len(probe.Tools) > 0 && caps.Sampling.Tools == nil {
+		return false, refuse("the request offers tools and the MCP client calling the tool did not declare sampling.tools")
+	}
+	return caps.Sampling.Tools != nil, nil
+}
+
+// checkElicit reports why a client with caps cannot be asked ep.
+func checkElicit(caps *mcp.ClientCapabilities, ep *mcp.ElicitParams) error {
+	el := caps.Elicitation
+	switch {
+	case el == nil:
+		return refuse("the MCP client calling the tool did not declare the elicitation capability")
+	case ep.Mode == "url" && el.URL == nil:
+		return refuse("the MCP client calling the tool did not declare URL-mode elicitation (elicitation.url)")
+	case ep.Mode != "url" && el.Form == nil && el.URL != nil:
+		return refuse("the MCP client calling the tool did not declare form-mode elicitation (elicitation.form)")
+	}
+	return nil
 }
 
 // join is the context of one request to the client: the tools/call's
@@ -81,19 +115,13 @@ func (p *sessionPeer) CreateMessage(ctx context.Context, params json.RawMessage)
 	if err != nil {
 		return nil, err
 	}
-	if caps.Sampling == nil {
-		return nil, refuse("the MCP client calling the tool did not declare the sampling capability")
-	}
-	var probe struct {
-		Tools []json.RawMessage `json:"tools"`
-	}
-	_ = json.Unmarshal(params, &probe)
-	if len(probe.Tools) > 0 && caps.Sampling.Tools == nil {
-		return nil, refuse("the request offers tools and the MCP client calling the tool did not declare sampling.tools")
+	withTools, err := checkSampling(caps, params)
+	if err != nil {
+		return nil, err
 	}
 	rctx, done := p.join(ctx)
 	defer done()
-	if caps.Sampling.Tools != nil {
+	if withTools {
 		var cp mcp.CreateMessageWithToolsParams
 		if err := json.Unmarshal(params, &cp); err != nil {
 			return nil, fmt.Errorf("the sampling request cannot be read: %w", err)
@@ -125,14 +153,8 @@ func (p *sessionPeer) Elicit(ctx context.Context, params json.RawMessage) (json.
 	if err := json.Unmarshal(params, &ep); err != nil {
 		return nil, fmt.Errorf("the elicitation request cannot be read: %w", err)
 	}
-	el := caps.Elicitation
-	switch {
-	case el == nil:
-		return nil, refuse("the MCP client calling the tool did not declare the elicitation capability")
-	case ep.Mode == "url" && el.URL == nil:
-		return nil, refuse("the MCP client calling the tool did not declare URL-mode elicitation (elicitation.url)")
-	case ep.Mode != "url" && el.Form == nil && el.URL != nil:
-		return nil, refuse("the MCP client calling the tool did not declare form-mode elicitation (elicitation.form)")
+	if err := checkElicit(caps, &ep); err != nil {
+		return nil, err
 	}
 	rctx, done := p.join(ctx)
 	defer done()
