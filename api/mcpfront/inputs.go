@@ -420,3 +420,19 @@ func (p *inputPeer) Log(ctx context.Context, params json.RawMessage) error {
 	defer stop()
 	return ss.Log(rctx, &lp)
 }
+
+// ElicitationComplete passes a URL-mode elicitation's completion on
+// through the request carrying the call now, if any.
+func (p *inputPeer) ElicitationComplete(ctx context.Context, params json.RawMessage) error {
+	var cp mcp.ElicitationCompleteParams
+	if err := json.Unmarshal(params, &cp); err != nil {
+		return fmt.Errorf("the elicitation completion cannot be read: %w", err)
+	}
+	p.c.mu.Lock()
+	round, ss := p.c.round, p.c.roundSS
+	p.c.mu.Unlock()
+	if round == nil || ss == nil {
+		return errors.New("no request carries the call now")
+	}
+	return ss.NotifyElicitationComplete(round, &cp)
+}

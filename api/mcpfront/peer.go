@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"reflect"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -103,10 +104,58 @@ func checkElicit(caps *mcp.ClientCapabilities, ep *mcp.ElicitParams) error {
 
 // join is the context of one request to the client: the tools/call's
 // (values, cancellation), also cancelled when the server's request ends.
+// Once it has ended it no longer relates to the tools/call (unrelated
+// below), so that the notifications/cancelled go-sdk then sends for the
+// request goes on the session's standalone stream, which the client
+// still reads, not on the stream of the call, which a client that
+// cancelled the call has closed.
 func (p *sessionPeer) join(ctx context.Context) (context.Context, context.CancelFunc) {
 	rctx, cancel := context.WithCancel(p.ctx)
 	stop := context.AfterFunc(ctx, cancel)
-	return rctx, func() { stop(); cancel() }
+	return unrelatedOnceDone{rctx}, func() { stop(); cancel() }
+}
+
+// unrelatedOnceDone is a context that, once done, hides the go-sdk's
+// record of the incoming request it was made in (the streamable
+// transport writes a message whose context names no request on the
+// standalone SSE stream). The SDK keeps that record under an unexported
+// key type, recognised by name; TestServerRequestsCancelOverHTTP fails
+// should the SDK rename it.
+type unrelatedOnceDone struct{ context.Context }
+
+// sdkRequestKey is the package path and name of the go-sdk's key type.
+const sdkRequestKeyPkg, sdkRequestKeyName = "github.com/modelcontextprotocol/go-sdk/mcp", "idContextKey"
+
+// Value is the parent's value, except for the SDK's request record once
+// the context is done.
+func (c unrelatedOnceDone) Value(key any) any {
+	if c.Err() != nil {
+		if t := reflect.TypeOf(key); t != nil && t.Name() == sdkRequestKeyName && t.PkgPath() == sdkRequestKeyPkg {
+			return nil
+		}
+	}
+	return c.Context.Value(key)
+}
+
+// ElicitationComplete tells the client that a URL-mode elicitation it
+// was asked has completed: on the call's stream while the call runs,
+// else (or when that stream is already closed) on the session's
+// standalone stream.
+func (p *sessionPeer) ElicitationComplete(ctx context.Context, params json.RawMessage) error {
+	var cp mcp.ElicitationCompleteParams
+	if err := json.Unmarshal(params, &cp); err != nil {
+		return fmt.Errorf("the elicitation completion cannot be read: %w", err)
+	}
+	if p.ctx.Err() == nil {
+		rctx, done := p.join(ctx)
+		err := p.ss.NotifyElicitationComplete(rctx, &cp)
+		done()
+		if err == nil {
+			return nil
+		}
+	}
+	// ctx is the backend session's: it names no request of the front.
+	return p.ss.NotifyElicitationComplete(context.WithoutCancel(ctx), &cp)
 }
 
 // CreateMessage asks the client's model.
