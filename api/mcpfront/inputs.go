@@ -75,11 +75,11 @@ type inputCall struct {
 	mu        sync.Mutex
 	questions map[string]*question // pending, by id
 	next      int
-	asked     chan struct{} // a question arrived (capacity 1)
-	counted   bool          // counted in inputCalls.counts
-	round     context.Context
-	roundSS   *mcp.ServerSession
-	timer     *time.Timer // the retry window while no request carries the call
+	asked     chan struct{}      // a question arrived (capacity 1)
+	counted   bool               // counted in inputCalls.counts
+	round     context.Context    // the request carrying the call now, nil between requests
+	roundSS   *mcp.ServerSession // its session
+	timer     *time.Timer        // the retry window while no request carries the call
 }
 
 // question is one server request waiting for the client's input.
@@ -113,10 +113,7 @@ func (s *Server) callWithInputs(ctx context.Context, req *mcp.CallToolRequest, c
 		if err != nil {
 			return nil, err
 		}
-		if err := c.deliver(req.Params.InputResponses); err != nil {
-			return nil, err
-		}
-		return c.await(ctx, req.Session)
+		return c.await(ctx, req.Session, req.Params.InputResponses)
 	}
 	args, err := decodeArguments(req.Params.Arguments)
 	if err != nil {
@@ -145,7 +142,7 @@ func (s *Server) callWithInputs(ctx context.Context, req *mcp.CallToolRequest, c
 		}
 		c.res, c.err = s.callWith(cctx, req, qualified, args, opts, check)
 	}()
-	return c.await(ctx, req.Session)
+	return c.await(ctx, req.Session, nil)
 }
 
 // add registers c; false once the front is closed.
@@ -243,12 +240,18 @@ func (c *inputCall) deliver(responses mcp.InputResponseMap) error {
 	return nil
 }
 
-// await carries the call in one request: it waits for the call's result,
+// await carries the call in one request: it hands the retry's answers
+// (responses) to their questions, then waits for the call's result,
 // or for questions, which it answers as an input-required result (the
 // call stays parked for the retry), or for the request to end, which
 // cancels the call.
-func (c *inputCall) await(ctx context.Context, ss *mcp.ServerSession) (*mcp.CallToolResult, error) {
+func (c *inputCall) await(ctx context.Context, ss *mcp.ServerSession, responses mcp.InputResponseMap) (*mcp.CallToolResult, error) {
 	c.mu.Lock()
+	if c.round != nil {
+		c.mu.Unlock()
+		return nil, rpcError(jsonrpc.CodeInvalidParams, utcp.CodeInvalidRequest,
+			"another request is retrying this call (requestState) now; retry once it answered", nil)
+	}
 	if c.timer != nil {
 		c.timer.Stop()
 		c.timer = nil
@@ -260,6 +263,10 @@ func (c *inputCall) await(ctx context.Context, ss *mcp.ServerSession) (*mcp.Call
 		c.round, c.roundSS = nil, nil
 		c.mu.Unlock()
 	}()
+	if err := c.deliver(responses); err != nil {
+		c.park() // the call waits for a proper retry
+		return nil, err
+	}
 	for {
 		c.mu.Lock()
 		pending := len(c.questions)

@@ -33,6 +33,12 @@ func confBehind(t *testing.T, front Options) *env {
 // _meta, capabilities caps) to url and returns its response.
 func rpc26(t *testing.T, url, method string, params map[string]any, caps string) map[string]any {
 	t.Helper()
+	return rpc26Key(t, url, "", method, params, caps)
+}
+
+// rpc26Key is rpc26 with the API key key ("" for none).
+func rpc26Key(t *testing.T, url, key, method string, params map[string]any, caps string) map[string]any {
+	t.Helper()
 	params["_meta"] = map[string]any{
 		"io.modelcontextprotocol/protocolVersion":    "2026-07-28",
 		"io.modelcontextprotocol/clientCapabilities": json.RawMessage(caps),
@@ -47,6 +53,9 @@ func rpc26(t *testing.T, url, method string, params map[string]any, caps string)
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	req.Header.Set("MCP-Protocol-Version", "2026-07-28")
 	req.Header.Set("Mcp-Method", method)
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
 	if name, ok := params["name"].(string); ok {
 		req.Header.Set("Mcp-Name", name)
 	}
@@ -240,4 +249,36 @@ func TestInputRequiredLimit(t *testing.T) {
 func jsonText(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
+}
+
+// TestInputRequiredOtherPrincipal: a parked call is bound to the API key
+// that made it: another key's retry with its requestState is told the
+// state is unknown (and answers nothing), the owner's retry completes it.
+func TestInputRequiredOtherPrincipal(t *testing.T) {
+	e := confBehind(t, Options{APIKeys: []string{"k-alice", "k-mallory"}})
+	const caps = `{"elicitation": {"form": {}}}`
+	call := func(key string, params map[string]any) map[string]any {
+		t.Helper()
+		params["name"] = confserver.ToolElicitation
+		params["arguments"] = map[string]any{"message": "name?"}
+		return rpc26Key(t, e.url, key, "tools/call", params, caps)
+	}
+	first, _ := call("k-alice", map[string]any{})["result"].(map[string]any)
+	if first == nil || first["resultType"] != "input_required" {
+		t.Fatalf("first call: %v", first)
+	}
+	var id string
+	for k := range first["inputRequests"].(map[string]any) {
+		id = k
+	}
+	answer := map[string]any{id: map[string]any{"action": "accept", "content": map[string]any{"username": "mallory", "email": "m@example.com"}}}
+	stolen := call("k-mallory", map[string]any{"requestState": first["requestState"], "inputResponses": answer})
+	if er, _ := stolen["error"].(map[string]any); er == nil || !strings.Contains(jsonText(er), "requestState is unknown or expired") {
+		t.Fatalf("another key's retry: %v", stolen)
+	}
+	answer[id].(map[string]any)["content"] = map[string]any{"username": "alice", "email": "a@example.com"}
+	own := call("k-alice", map[string]any{"requestState": first["requestState"], "inputResponses": answer})
+	if r, _ := own["result"].(map[string]any); r == nil || !strings.Contains(jsonText(r), `\"username\":\"alice\"`) {
+		t.Errorf("the owner's retry: %v", own)
+	}
 }
