@@ -1,3 +1,5 @@
+//lint:file-ignore SA1019 sampling is what the MCP servers behind utcpd ask; deprecated only from protocol 2026-07-28 on (SEP-2577), where it is asked as an input request
+
 package mcpfront
 
 import (
