@@ -30,7 +30,7 @@ func TestMCPInputRequired(t *testing.T) {
 	dir := t.TempDir()
 	manual := fmt.Sprintf(`{"name": "conf", "call_template_type": "mcp", "config": {"mcpServers": {"srv": {"url": %q}}}}`, conf.URL)
 	cfg := filepath.Join(dir, "utcpd.json")
-	writeFile(t, cfg, fmt.Sprintf(`{"manual_call_templates": [%s], "gateway": {"mcp": {"native_names": ["conf.srv"]}}}`, manual))
+	writeFile(t, cfg, fmt.Sprintf(`{"manual_call_templates": [%s], "gateway": {"mcp": {"native_names": ["conf.srv"], "input_timeout": "1m", "max_input_calls": 4}}}`, manual))
 	d := startDaemon(t, daemonOpts{dir: dir, args: []string{"--config", cfg}})
 	check := func(t *testing.T, tr mcp.Transport) {
 		t.Helper()
