@@ -17,7 +17,10 @@
 // notifications, DELETE to end a session), and the stateless 2026-07-28
 // revision (server/discover, per-request _meta, subscriptions/listen). A
 // request whose MCP-Protocol-Version header is 2026-07-28 or later is
-// served statelessly; every other request by the session handler.
+// served statelessly; every other request by the session handler. A
+// backend's sampling, elicitation and roots requests reach a client on
+// 2026-07-28 as input-required results (SEP-2322, inputs.go), a client
+// on an earlier revision as the requests themselves (peer.go).
 //
 // # Tools
 //
