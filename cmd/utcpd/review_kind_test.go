@@ -110,6 +110,9 @@ func TestReviewResourceKind(t *testing.T) {
 	}
 	approve(d, parked.ReviewID)
 	v := poll(d, parked.ReviewID)
+	if v["kind"] != "resource" {
+		t.Errorf("GET /v1/reviews/%s: kind %v, want resource", parked.ReviewID, v["kind"])
+	}
 	if v["dispatched"] != true || v["outcome"] != nil && v["outcome"] != "" || !strings.Contains(resultJSON(v), confserver.StaticText) {
 		t.Errorf("the parked read after approval: %v", v)
 	}
