@@ -123,7 +123,7 @@ func (p *sessionPeer) join(ctx context.Context) (context.Context, context.Cancel
 // should the SDK rename it.
 type unrelatedOnceDone struct{ context.Context }
 
-// sdkRequestKey is the package path and name of the go-sdk's key type.
+// sdkRequestKeyPkg and sdkRequestKeyName name the go-sdk's key type.
 const sdkRequestKeyPkg, sdkRequestKeyName = "github.com/modelcontextprotocol/go-sdk/mcp", "idContextKey"
 
 // Value is the parent's value, except for the SDK's request record once
