@@ -270,7 +270,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		Observer:        obs,
 		Reviews:         d.reviews,
 		Audit:           auditStore,
-		MCP:             mcpfront.Options{AllowedOrigins: s.AllowedOrigins, NativeNames: s.MCP.NativeNames},
+		MCP:             mcpfront.Options{AllowedOrigins: s.AllowedOrigins, NativeNames: s.MCP.NativeNames, InputTimeout: s.MCP.InputTimeout, MaxInputCalls: s.MCP.MaxInputCalls},
 		MCPCodeMode:     s.MCP.CodeMode,
 		PublicURL:       s.PublicURL,
 		ListenHost:      listenHost(s.Listen),

@@ -919,6 +919,10 @@ func mcpSectionSchema() obj {
 		"codemode": obj{"type": "boolean", "description": "Offer codemode.run on /mcp (default false; never while CodeMode itself is off)."},
 		"native_names": obj{"type": "array", "items": obj{"type": "string", "pattern": `^[^.]+\.[^.]+$`},
 			"description": "MCP servers, each \"manual.server\", whose tools /mcp lists exactly as the server names them (docs/mcp.md)."},
+		"input_timeout": obj{"$ref": "#/$defs/duration", "default": "2m",
+			"description": "How long a call of a 2026-07-28 client parked on an input-required result waits for the client's retry before it is cancelled (docs/mcp.md)."},
+		"max_input_calls": obj{"type": "integer", "minimum": 1, "default": 16,
+			"description": "The calls of one principal parked on input-required results at once; a server request that would park one more is declined."},
 	}}
 }
 

@@ -641,7 +641,7 @@ func TestGatewaySchemaAgrees(t *testing.T) {
 		reflect.TypeFor[int64]():            {`1`, `7`},
 		reflect.TypeFor[json.RawMessage]():  {`[{"kind": "deny_all"}]`, `[]`},
 		reflect.TypeFor[codemode.Options](): {`{"max_timeout": "1m", "enabled": false, "max_tool_calls": 10}`, `{}`},
-		reflect.TypeFor[MCPSection]():       {`{"codemode": true, "native_names": ["m.s"]}`, `{}`},
+		reflect.TypeFor[MCPSection]():       {`{"codemode": true, "native_names": ["m.s"]}`, `{}`, `{"input_timeout": "90s", "max_input_calls": 3}`},
 	}
 	bad := map[reflect.Type][]string{
 		reflect.TypeFor[string]():           {`5`, `["x"]`, `{}`},
@@ -651,7 +651,7 @@ func TestGatewaySchemaAgrees(t *testing.T) {
 		reflect.TypeFor[int64]():            {`0`, `-1`, `"7"`},
 		reflect.TypeFor[json.RawMessage]():  {`{"kind": "deny_all"}`, `"deny_all"`},
 		reflect.TypeFor[codemode.Options](): {`5`, `{"max_timout": "1m"}`, `{"enabled": "no"}`, `{"max_tool_calls": 0}`, `{"default_timeout": null}`},
-		reflect.TypeFor[MCPSection]():       {`5`, `{"codmode": true}`, `{"codemode": "yes"}`, `{"native_names": ["nodot"]}`},
+		reflect.TypeFor[MCPSection]():       {`5`, `{"codmode": true}`, `{"codemode": "yes"}`, `{"native_names": ["nodot"]}`, `{"max_input_calls": 0}`, `{"input_timeout": "soon"}`},
 	}
 	overrides := map[string]struct{ good, bad []string }{
 		"log_format":      {[]string{`"text"`, `"json"`}, []string{`"xml"`, `"JSON "`}},

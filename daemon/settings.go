@@ -96,7 +96,7 @@ type Settings struct {
 
 // MCPSection is the gateway section's mcp object, the /mcp front:
 //
-//	"mcp": {"codemode": true, "native_names": ["everything.srv"]}
+//	"mcp": {"codemode": true, "native_names": ["everything.srv"], "input_timeout": "2m", "max_input_calls": 16}
 //
 // Every key is optional. Its fields are read as Settings' are (see
 // ApplyGateway); an unknown key is an error.
@@ -108,6 +108,14 @@ type MCPSection struct {
 	// /mcp lists exactly as the server names them
 	// (mcpfront.Options.NativeNames).
 	NativeNames []string `json:"native_names"`
+	// InputTimeout is how long a call of a 2026-07-28 client parked on an
+	// input-required result waits for the client's retry
+	// (mcpfront.Options.InputTimeout; unset: mcpfront.DefaultInputTimeout).
+	InputTimeout time.Duration `json:"input_timeout"`
+	// MaxInputCalls caps the calls of one principal parked on
+	// input-required results (mcpfront.Options.MaxInputCalls, a
+	// positive integer; unset: mcpfront.DefaultMaxInputCalls).
+	MaxInputCalls int `json:"max_input_calls"`
 }
 
 // EffectiveReviewTimeout is the review_timeout of s, else the default.

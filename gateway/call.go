@@ -142,7 +142,13 @@ func (g *Gateway) call(ctx context.Context, name string, args map[string]any, op
 // is approved). A review asked by another guard parks a follow-up review
 // and returns its *review.ParkedError. The tool is resolved again by
 // its requested name (it may have been re-registered meanwhile).
-// Dispatched reports whether the call reached its transport.
+//
+// The review's Kind says what is dispatched: a tool call (""), a
+// resource read (guard.ActionResource: ReadResource of r.Tool, the URI
+// as requested) or a prompt get (guard.ActionPrompt: GetPrompt of
+// r.Tool with the stored arguments); the result of a read or a get is
+// the backend's MCP result as one JSON value. Dispatched reports whether
+// the call reached its transport.
 func (g *Gateway) DispatchApproved(ctx context.Context, r *review.Review) (res *utcp.Result, dispatched bool, err error) {
 	var args map[string]any
 	if len(r.Arguments) > 0 {
@@ -152,7 +158,30 @@ func (g *Gateway) DispatchApproved(ctx context.Context, r *review.Review) (res *
 			return nil, false, utcp.Errorf(utcp.CodeInvalidArguments, "review %s: decoding the stored arguments: %w", r.ID, err)
 		}
 	}
-	return g.call(ctx, r.Tool, args, CallOptions{Principal: r.Principal, Front: r.Front, approved: r})
+	opts := CallOptions{Principal: r.Principal, Front: r.Front, approved: r}
+	var raw json.RawMessage
+	switch r.Kind {
+	case "", guard.ActionTool:
+		return g.call(ctx, r.Tool, args, opts)
+	case guard.ActionResource:
+		raw, dispatched, err = g.readResource(ctx, r.Tool, opts)
+	case guard.ActionPrompt:
+		pargs := make(map[string]string, len(args))
+		for k, v := range args {
+			s, ok := v.(string)
+			if !ok {
+				return nil, false, utcp.NewError(utcp.CodeInvalidArguments, "review %s: the stored prompt argument %q is not a string", r.ID, k)
+			}
+			pargs[k] = s
+		}
+		raw, dispatched, err = g.getPrompt(ctx, r.Tool, pargs, opts)
+	default:
+		return nil, false, utcp.NewError(utcp.CodeInvalidRequest, "review %s: unknown kind %q; the call is not dispatched", r.ID, r.Kind)
+	}
+	if err != nil {
+		return nil, dispatched, err
+	}
+	return &utcp.Result{Value: raw}, dispatched, nil
 }
 
 // recording reports whether calls are recorded (metrics or audit).

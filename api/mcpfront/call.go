@@ -35,6 +35,14 @@ func (s *Server) call(ctx context.Context, req *mcp.CallToolRequest, qualified s
 		ctx, span = startCall(ctx, req, qualified)
 		defer tracing.End(span, nil)
 	}
+	if caps, ok := wantsInputs(req); ok {
+		// A 2026-07-28 client is asked with input-required results (inputs.go).
+		return s.callWithInputs(ctx, req, caps, qualified, check)
+	}
+	if req.Params.RequestState != "" {
+		return nil, rpcError(jsonrpc.CodeInvalidParams, utcp.CodeInvalidRequest,
+			"requestState is unknown or expired: the call it belonged to has ended; call the tool again without it", nil)
+	}
 	args, err := decodeArguments(req.Params.Arguments)
 	if err != nil {
 		return nil, rpcError(jsonrpc.CodeInvalidParams, utcp.CodeInvalidArguments, err.Error(), nil)
@@ -45,6 +53,12 @@ func (s *Server) call(ctx context.Context, req *mcp.CallToolRequest, qualified s
 		t.CallStarted()
 		defer t.CallFinished()
 	}
+	return s.callWith(ctx, req, qualified, args, opts, check)
+}
+
+// callWith makes the call of req through the Backend, ctx carrying the
+// call's Peer.
+func (s *Server) callWith(ctx context.Context, req *mcp.CallToolRequest, qualified string, args map[string]any, opts gateway.CallOptions, check *outputCheck) (*mcp.CallToolResult, error) {
 	if token := req.Params.GetProgressToken(); token != nil && req.Session != nil {
 		return s.callStreaming(ctx, req, qualified, args, opts, token, check)
 	}
