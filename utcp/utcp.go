@@ -63,6 +63,11 @@ type CallTemplate struct {
 	// may reach besides the manual's own origin. utcpd extension; the
 	// admin's choice, ignored on tool templates.
 	AllowedHosts []string `json:"allowed_hosts,omitempty"`
+	// Pin, on a manual call template, is how a change of the manual's
+	// tool definitions after registration is treated: "off", "warn" or
+	// "hold" ("" for the gateway's default; gateway/pin.go). utcpd
+	// extension; the admin's choice, ignored on tool templates.
+	Pin string `json:"pin,omitempty"`
 
 	// Raw is the full template object as JSON.
 	Raw json.RawMessage `json:"-"`
