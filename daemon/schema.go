@@ -945,7 +945,8 @@ const durationPattern = `^\+?(([0-9]+(\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|ms|s|m|
 
 // gatewayValues narrow the string keys whose values CheckLog checks.
 var gatewayValues = map[string]obj{
-	"log_format": {"enum": []any{"text", "json"}},
+	"log_format":  {"enum": []any{"text", "json"}},
+	"pin_default": {"enum": []any{"off", "warn", "hold"}},
 	// slog level names in any case, with an optional offset ("warn+2").
 	"log_level": {"pattern": "^(" + anyCase("debug") + "|" + anyCase("info") + "|" + anyCase("warn") + "|" + anyCase("error") + ")([+-][0-9]+)?$",
 		"examples": []any{"debug", "info", "warn", "error"}},
@@ -993,6 +994,7 @@ var gatewayDocs = map[string]string{
 	"max_connections":       "The most client connections served at once (others wait).",
 	"max_tools_per_manual":  "The most tools one manual may list; a manual with more is not registered (default 20000).",
 	"max_manual_bytes":      "The largest manual document discovery reads, in bytes (default 16 MiB).",
+	"pin_default":           "The pin mode of manuals whose call template sets no \"pin\": off (a changed tool definition serves at once), warn (it serves, is pinned and recorded in the audit log) or hold (the pinned definitions keep serving until an admin approves the change). Default: hold for manuals fetched over the network, warn for cli, text and file manuals (docs/security.md, \"Pinned tool definitions\").",
 }
 
 // codeModeDocs describe the keys of the codemode object, with
