@@ -41,11 +41,33 @@ import (
 //     as under warn. A newer change supersedes a pending one.
 //
 // A registration under another manual call template (the admin or the
-// folder's writer changed it) is a new registration and re-pins, recorded
-// as an accepted change. A registration from a stored copy (the store's
+// folder's writer changed it), or under the same template whose variables
+// now resolve otherwise than in this process's last registration (a
+// reload), is a new registration by the admin and re-pins, recorded as an
+// accepted change. Variable values are never stored or hashed, so a
+// variable changed while the daemon was stopped looks like a backend's
+// change and is held like one. A registration from a stored copy (the store's
 // record of what this or another replica served) is served as it is. A
 // deregistration drops the pin. Every change, whatever became of it,
 // goes to the audit log as a record of decision and kind "pin".
+
+// variablesChanged reports whether the registered manual name was
+// discovered with another resolved template than resolved: the admin
+// changed a variable it uses (a reload, SetVariables). Only the
+// registration in this process is compared, since variable values are
+// never stored or hashed: after a restart a changed variable looks like
+// a changed backend, and is held like one.
+func (g *Gateway) variablesChanged(name string, resolved *utcp.CallTemplate) bool {
+	m, ok := g.reg.Manual(name)
+	if !ok {
+		return false
+	}
+	st, ok := m.Ext.(*manualState)
+	if !ok || st.placeholder || st.resolved == nil || resolved == nil {
+		return false
+	}
+	return !sameJSON(st.resolved.Raw, resolved.Raw)
+}
 
 // pinMode is the pin mode of a manual registered with tmpl.
 func (g *Gateway) pinMode(tmpl *utcp.CallTemplate) string {
@@ -65,7 +87,7 @@ func (g *Gateway) pinMode(tmpl *utcp.CallTemplate) string {
 // and returns the manual to serve and a warning ("" for none). A pin
 // store that cannot be read fails a hold registration (the registered
 // version keeps serving) and only warns otherwise.
-func (g *Gateway) pinCheck(ctx context.Context, name string, tmpl *utcp.CallTemplate, m *utcp.Manual, discovered bool) (*utcp.Manual, string, error) {
+func (g *Gateway) pinCheck(ctx context.Context, name string, tmpl *utcp.CallTemplate, m *utcp.Manual, discovered, varsChanged bool) (*utcp.Manual, string, error) {
 	mode := g.pinMode(tmpl)
 	if mode == registry.PinOff {
 		return m, "", nil
@@ -95,6 +117,8 @@ func (g *Gateway) pinCheck(ctx context.Context, name string, tmpl *utcp.CallTemp
 	switch {
 	case old.Template != cur.Template:
 		c.Note = "the manual call template changed: its tools are pinned anew"
+	case varsChanged:
+		c.Note = "the manual call template's variables changed: its tools are pinned anew"
 	case mode == registry.PinWarn:
 	case onlyRemovals(diff):
 		c.Note = "tools removed only: accepted"

@@ -393,3 +393,24 @@ func TestPinHoldListChanged(t *testing.T) {
 		t.Errorf("the new tool after approval: %v", err)
 	}
 }
+
+// TestPinVariablesChangeRepins: a variable the template uses resolving
+// otherwise (a reload) is the admin's change: the tools are pinned anew.
+func TestPinVariablesChangeRepins(t *testing.T) {
+	rs1, rs2 := newRugServer(t), newRugServer(t)
+	rs2.version.Store(2)
+	g := newGateway(t, gateway.Options{Variables: mustResolver(t, map[string]string{"rug_BASE": rs1.url})})
+	raw := httpManual("rug", "${BASE}/utcp")
+	register(t, g, raw)
+	g.SetVariables(mustResolver(t, map[string]string{"rug_BASE": rs2.url}))
+	if _, err := g.RegisterManual(t.Context(), raw, gateway.RegisterOptions{Source: "config", Replace: true}); err != nil {
+		t.Fatal(err)
+	}
+	if got := callVersion(t, g, "rug.echo"); got != `{"version":"v2"}` {
+		t.Errorf("call = %s, want the new backend's", got)
+	}
+	changes, _ := g.PinChanges(t.Context(), "rug", 0)
+	if len(changes) != 1 || changes[0].Status != registry.PinAccepted || !strings.Contains(changes[0].Note, "variables") {
+		t.Errorf("changes = %+v", changes)
+	}
+}

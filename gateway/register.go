@@ -168,7 +168,7 @@ func (g *Gateway) register(ctx context.Context, raw json.RawMessage, opts Regist
 		return nil, discoveryFailed(name, err)
 	}
 	// Compare with the pinned definitions (pin.go): m becomes what serves.
-	served, pinWarn, err := g.pinCheck(ctx, name, &tmpl, m, discovered)
+	served, pinWarn, err := g.pinCheck(ctx, name, &tmpl, m, discovered, g.variablesChanged(name, resolved))
 	if err != nil {
 		state.release(ctx)
 		return nil, err
