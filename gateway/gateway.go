@@ -148,6 +148,7 @@ type Gateway struct {
 	tokens  transports.TokenSource
 	store   registry.Store
 	pins    registry.PinStore
+	pinMu   sync.Mutex // serialises pin checks and decisions (pin.go)
 
 	// life is cancelled by Close; background work (rediscovery) runs on
 	// it and is waited for by Close.

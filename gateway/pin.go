@@ -93,6 +93,8 @@ func (g *Gateway) pinCheck(ctx context.Context, name string, tmpl *utcp.CallTemp
 		return m, "", nil
 	}
 	ctx = context.WithoutCancel(ctx)
+	g.pinMu.Lock()
+	defer g.pinMu.Unlock()
 	now := time.Now()
 	cur, err := newPin(name, tmpl.Raw, m, now)
 	if err != nil {
@@ -299,6 +301,22 @@ type PinDecision struct {
 // same way returns the change as it is; a change in another status is
 // invalid_request (registry.ErrChangeConflict), an unknown id not_found.
 func (g *Gateway) DecidePinChange(ctx context.Context, name, id string, d PinDecision) (*registry.PinChange, error) {
+	c, err := g.decidePin(ctx, name, id, d)
+	if err != nil || c.Status == registry.PinRejected || !d.Approve {
+		return c, err
+	}
+	if _, ok := g.reg.Manual(name); ok {
+		if _, err := g.RefreshManual(ctx, name); err != nil {
+			g.log.Warn("refreshing a manual after its pin change was approved", "manual", name, "change", id, "err", err)
+		}
+	}
+	return c, nil
+}
+
+// decidePin is DecidePinChange up to the refresh, under pinMu.
+func (g *Gateway) decidePin(ctx context.Context, name, id string, d PinDecision) (*registry.PinChange, error) {
+	g.pinMu.Lock()
+	defer g.pinMu.Unlock()
 	c, err := g.pins.GetChange(ctx, id)
 	if err != nil {
 		return nil, err
@@ -329,12 +347,5 @@ func (g *Gateway) DecidePinChange(ctx context.Context, name, id string, d PinDec
 		return nil, err
 	}
 	g.auditPin(c, d.By, d.Front)
-	if d.Approve {
-		if _, ok := g.reg.Manual(name); ok {
-			if _, err := g.RefreshManual(ctx, name); err != nil {
-				g.log.Warn("refreshing a manual after its pin change was approved", "manual", name, "change", id, "err", err)
-			}
-		}
-	}
 	return c, nil
 }
