@@ -134,6 +134,10 @@ func (g *Gateway) pinCheck(ctx context.Context, name string, tmpl *utcp.CallTemp
 		return g.pinFailed(mode, name, m, err)
 	}
 	g.auditPin(c, "", "")
+	// The pin moved: a change still pending from it is moot.
+	if list, err := g.pins.ListChanges(ctx, name, 0); err == nil {
+		g.supersede(ctx, list, c.ID, now)
+	}
 	return m, fmt.Sprintf("manual %q: tool definitions changed since they were pinned (%s); accepted and pinned anew (pin %s, change %s)",
 		name, diffSummary(diff), mode, c.ID), nil
 }
@@ -148,23 +152,16 @@ func (g *Gateway) hold(ctx context.Context, old, cur *registry.Pin, c *registry.
 	}
 	var known *registry.PinChange
 	for _, p := range list {
-		if p.From != old.Hash {
-			continue
-		}
-		switch {
-		case p.To == cur.Hash && (p.Status == registry.PinPending || p.Status == registry.PinRejected):
+		if p.From == old.Hash && p.To == cur.Hash && (p.Status == registry.PinPending || p.Status == registry.PinRejected) {
 			known = p
-		case p.Status == registry.PinPending:
-			sup := *p
-			sup.Status, sup.Decided, sup.Note = registry.PinSuperseded, c.Created, "superseded by change "+c.ID
-			if err := g.pins.UpdateChange(ctx, &sup, registry.PinPending, nil); err == nil {
-				g.auditPin(&sup, "", "")
-			}
-		}
-		if known != nil {
 			break
 		}
 	}
+	keep := c.ID
+	if known != nil {
+		keep = known.ID
+	}
+	g.supersede(ctx, list, keep, c.Created)
 	served := heldManual(old, cur, m)
 	if known != nil {
 		if known.Status == registry.PinRejected {
@@ -182,6 +179,21 @@ func (g *Gateway) hold(ctx context.Context, old, cur *registry.Pin, c *registry.
 		"manual", old.Manual, "change", c.ID, "diff", diffSummary(c.Diff))
 	return served, fmt.Sprintf("manual %q: tool definitions changed since they were pinned (%s); the pinned ones keep serving until change %s is approved",
 		old.Manual, diffSummary(c.Diff), c.ID), nil
+}
+
+// supersede marks every pending change of list but keep superseded (by
+// keep), at now, and audits it.
+func (g *Gateway) supersede(ctx context.Context, list []*registry.PinChange, keep string, now time.Time) {
+	for _, p := range list {
+		if p.Status != registry.PinPending || p.ID == keep {
+			continue
+		}
+		sup := *p
+		sup.Status, sup.Decided, sup.Note = registry.PinSuperseded, now, "superseded by change "+keep
+		if err := g.pins.UpdateChange(ctx, &sup, registry.PinPending, nil); err == nil {
+			g.auditPin(&sup, "", "")
+		}
+	}
 }
 
 // heldManual is the manual a held change serves: m with the tools of the
