@@ -189,7 +189,7 @@ func (g *Gateway) supersede(ctx context.Context, list []*registry.PinChange, kee
 			continue
 		}
 		sup := *p
-		sup.Status, sup.Decided, sup.Note = registry.PinSuperseded, now, "superseded by change "+keep
+		sup.Status, sup.Decided, sup.Note, sup.Proposed = registry.PinSuperseded, now, "superseded by change "+keep, nil
 		if err := g.pins.UpdateChange(ctx, &sup, registry.PinPending, nil); err == nil {
 			g.auditPin(&sup, "", "")
 		}
@@ -355,6 +355,9 @@ func (g *Gateway) decidePin(ctx context.Context, name, id string, d PinDecision)
 		pin = c.Proposed
 		pin.Pinned = c.Decided
 	}
+	// A decided change keeps its diff; the proposed copy (the whole
+	// manual) is the pin now, or moot.
+	c.Proposed = nil
 	if err := g.pins.UpdateChange(context.WithoutCancel(ctx), c, registry.PinPending, pin); err != nil {
 		return nil, err
 	}

@@ -114,7 +114,8 @@ type PinChange struct {
 	To   string `json:"to"`
 	// Diff is the change, per tool, in name order.
 	Diff []ToolDiff `json:"diff"`
-	// Proposed is the pin that approving the change sets.
+	// Proposed is the pin that approving the change sets; only a pending
+	// change keeps it (the gateway drops it once the change is decided).
 	Proposed *Pin `json:"proposed,omitempty"`
 	// Created is when the change was seen; Decided when it left pending
 	// (equal to Created for a change accepted at once).
