@@ -363,6 +363,8 @@ func (b *schemaBuilder) templateSchema() obj {
 	props["call_template_type"] = obj{"type": "string", "enum": typeEnum,
 		"description": "The transport of the template: " + strings.Join(types, ", ") + " (http_stream is the legacy name of streamable_http)."}
 	props["provider_type"] = obj{"type": "string", "deprecated": true, "description": "Legacy (UTCP v0.1) name of call_template_type."}
+	// The pin modes registration accepts (transports.CheckTemplate).
+	props["pin"].(obj)["enum"] = []any{"off", "warn", "hold", nil}
 	// An entry utcpd does not know is a warning (an error when strict).
 	protocols := props["allowed_communication_protocols"].(obj)["items"].(obj)
 	protocols["examples"] = anySlice(types)
