@@ -247,6 +247,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		Logger:            log.With("component", "gateway"),
 		MaxToolsPerManual: s.MaxToolsPerManual,
 		MaxManualBytes:    s.MaxManualBytes,
+		PinDefault:        s.PinDefault,
 	})
 	if err != nil {
 		return err

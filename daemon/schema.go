@@ -363,6 +363,8 @@ func (b *schemaBuilder) templateSchema() obj {
 	props["call_template_type"] = obj{"type": "string", "enum": typeEnum,
 		"description": "The transport of the template: " + strings.Join(types, ", ") + " (http_stream is the legacy name of streamable_http)."}
 	props["provider_type"] = obj{"type": "string", "deprecated": true, "description": "Legacy (UTCP v0.1) name of call_template_type."}
+	// The pin modes registration accepts (transports.CheckTemplate).
+	props["pin"].(obj)["enum"] = []any{"off", "warn", "hold", nil}
 	// An entry utcpd does not know is a warning (an error when strict).
 	protocols := props["allowed_communication_protocols"].(obj)["items"].(obj)
 	protocols["examples"] = anySlice(types)
@@ -949,7 +951,8 @@ const durationPattern = `^\+?(([0-9]+(\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|ms|s|m|
 
 // gatewayValues narrow the string keys whose values CheckLog checks.
 var gatewayValues = map[string]obj{
-	"log_format": {"enum": []any{"text", "json"}},
+	"log_format":  {"enum": []any{"text", "json"}},
+	"pin_default": {"enum": []any{"off", "warn", "hold"}},
 	// slog level names in any case, with an optional offset ("warn+2").
 	"log_level": {"pattern": "^(" + anyCase("debug") + "|" + anyCase("info") + "|" + anyCase("warn") + "|" + anyCase("error") + ")([+-][0-9]+)?$",
 		"examples": []any{"debug", "info", "warn", "error"}},
@@ -997,6 +1000,7 @@ var gatewayDocs = map[string]string{
 	"max_connections":       "The most client connections served at once (others wait).",
 	"max_tools_per_manual":  "The most tools one manual may list; a manual with more is not registered (default 20000).",
 	"max_manual_bytes":      "The largest manual document discovery reads, in bytes (default 16 MiB).",
+	"pin_default":           "The pin mode of manuals whose call template sets no \"pin\": off (a changed tool definition serves at once), warn (it serves, is pinned and recorded in the audit log) or hold (the pinned definitions keep serving until an admin approves the change). Default: hold for manuals fetched over the network, warn for cli, text and file manuals (docs/security.md, \"Pinned tool definitions\").",
 }
 
 // codeModeDocs describe the keys of the codemode object, with

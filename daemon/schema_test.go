@@ -659,6 +659,7 @@ func TestGatewaySchemaAgrees(t *testing.T) {
 		"store_max_conns": {[]string{`1`, `1000`}, []string{`1001`, `0`}},
 		"audit_max_rows":  {[]string{`0`, `5`}, []string{`-1`, `"7"`}},
 		"audit_max_bytes": {[]string{`0`, `1048576`}, []string{`-1`, `"1GB"`}},
+		"pin_default":     {[]string{`"off"`, `"warn"`, `"hold"`}, []string{`"x"`, `"HOLD"`}},
 	}
 	for _, f := range reflect.VisibleFields(reflect.TypeFor[Settings]()) {
 		key := jsonName(f)

@@ -92,6 +92,12 @@ type Settings struct {
 	// tools, 16 MiB).
 	MaxToolsPerManual int   `json:"max_tools_per_manual" invalid:"must be a positive integer number of tools"`
 	MaxManualBytes    int64 `json:"max_manual_bytes" invalid:"must be a positive integer number of bytes"`
+
+	// PinDefault is the pin mode of the manuals whose template sets no
+	// "pin" (gateway.pin_default: "off", "warn" or "hold"; see
+	// gateway.Options.PinDefault); "" keeps the gateway's default: hold
+	// for manuals fetched over the network, warn for cli, text and file.
+	PinDefault string `json:"pin_default"`
 }
 
 // MCPSection is the gateway section's mcp object, the /mcp front:

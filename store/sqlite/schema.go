@@ -55,11 +55,28 @@ var migrations = [...][]string{
 		`CREATE INDEX audit_time ON audit (time)`,
 		`CREATE INDEX audit_tool ON audit (tool, id)`,
 		`CREATE INDEX audit_qualified ON audit (qualified, id)`},
+	// 4: pinned tool definitions and their changes (registry.PinStore).
+	// data is the JSON encoding of the registry.Pin / registry.PinChange,
+	// the source of truth; manual, status and created_at (Unix
+	// nanoseconds) are copied out for the list and the compare-and-swap.
+	{`CREATE TABLE pins (
+		manual     TEXT PRIMARY KEY,
+		data       BLOB NOT NULL,
+		updated_at INTEGER NOT NULL
+	)`,
+		`CREATE TABLE pin_changes (
+		id         TEXT PRIMARY KEY,
+		manual     TEXT NOT NULL,
+		status     TEXT NOT NULL,
+		created_at INTEGER NOT NULL,
+		data       BLOB NOT NULL
+	)`,
+		`CREATE INDEX pin_changes_manual ON pin_changes (manual, created_at)`},
 }
 
 // SchemaVersion is the schema version this package writes: the number of
 // migrations it knows.
-const SchemaVersion = 3
+const SchemaVersion = 4
 
 // Both differences must be non-negative: SchemaVersion == len(migrations).
 const _ = uint(SchemaVersion-len(migrations)) + uint(len(migrations)-SchemaVersion)
