@@ -242,7 +242,7 @@ func TestExportRouteAfterChange(t *testing.T) {
 		t.Helper()
 		for _, v := range variants {
 			q := llm.ExportQuery{Options: llm.ExportOptions{Strict: v.strict}}
-			want, err := llm.ExportTools(g, v.p, q)
+			want, err := llm.ExportTools(t.Context(), g, v.p, q)
 			if err != nil {
 				t.Fatal(err)
 			}
