@@ -219,8 +219,8 @@ func TestNamedKeyScopesEveryFront(t *testing.T) {
 // probes names outside its scope (a tool of a manual it cannot see, an
 // unqualified name whose only tools it cannot see) and compares each
 // answer with the answer for a name that exists nowhere. On every front
-// (REST describe, call and stream; /utcp/call; MCP tools/call; CodeMode
-// call_tool) the two answers are byte for byte the same once the name is
+// (REST describe, call and stream; /utcp/call; MCP tools/call; the LLM
+// tool-call route; CodeMode call_tool) the two answers are byte for byte the same once the name is
 // swapped, so the caller learns nothing of what exists outside its
 // scope.
 func TestNamedKeyRefusalIsNotFound(t *testing.T) {
@@ -256,6 +256,13 @@ func TestNamedKeyRefusalIsNotFound(t *testing.T) {
 			} else {
 				out["MCP tools/call"] = err.Error()
 			}
+			fn := strings.Replace(name, ".", "__", 1)
+			st, body := request(t, http.MethodPost, d.URL+"/v1/llm/openai/tool_calls", c.key,
+				`{"tool_calls": [{"id": "c1", "type": "function", "function": {"name": "`+fn+`", "arguments": "{}"}}]}`)
+			if st != http.StatusOK || !strings.Contains(string(body), "tool_not_found") {
+				t.Errorf("%s: LLM tool call of %s: %d %s", c.key, fn, st, body)
+			}
+			out["POST /v1/llm/openai/tool_calls"] = strings.ReplaceAll(string(body), fn, name)
 			res := k.codemode(`local ok, e = pcall(call_tool, "` + name + `", {}) return {ok, tostring(e), e.code, e.message}`)
 			b, _ := json.Marshal(res["result"])
 			out["CodeMode call_tool"] = string(b)
@@ -268,7 +275,7 @@ func TestNamedKeyRefusalIsNotFound(t *testing.T) {
 				t.Errorf("%s: %s tells %s (outside the scope) from %s (nowhere):\n hidden %s\n  ghost %s", c.key, front, c.hidden, c.ghost, h, g)
 			}
 		}
-		if len(hidden) != 6 {
+		if len(hidden) != 7 {
 			t.Errorf("fronts answered: %v", hidden)
 		}
 	}
@@ -280,5 +287,26 @@ func TestNamedKeyRefusalIsNotFound(t *testing.T) {
 	}
 	if st, _ := request(t, http.MethodGet, d.URL+"/v1/tools/demo.echo", "plain-secret", ""); st != 200 {
 		t.Errorf("the plain key describes demo.echo: %d", st)
+	}
+}
+
+// TestNamedKeyMissingEnvFailsStart: a named key whose key_env is unset,
+// or set empty, stops the start with a message naming the key and the
+// variable (and no value); a bad scope stops it naming the entry.
+func TestNamedKeyMissingEnvFailsStart(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "utcpd.json")
+	writeFile(t, cfg, `{"gateway": {"api_keys": [{"name": "math", "key_env": "MATH_KEY", "tools": ["demo.add"]}]}}`)
+	for _, env := range [][]string{nil, {"MATH_KEY="}} {
+		_, stderr, code := cli(t, dir, env, "serve", "--listen", "127.0.0.1:0", "--no-store", "--config", cfg)
+		if code == 0 || !strings.Contains(stderr, `API key "math"`) || !strings.Contains(stderr, "MATH_KEY") || !strings.Contains(stderr, "unset or empty") {
+			t.Errorf("env %v: exit %d\n%s", env, code, stderr)
+		}
+	}
+	writeFile(t, cfg, `{"gateway": {"api_keys": [{"name": "math", "key_env": "MATH_KEY", "tools": ["demo.[ab]"]}]}}`)
+	_, stderr, code := cli(t, dir, []string{"MATH_KEY=secret-value"}, "serve", "--listen", "127.0.0.1:0", "--no-store", "--config", cfg)
+	if code == 0 || !strings.Contains(stderr, "gateway.api_keys") || !strings.Contains(stderr, `tools[0] "demo.[ab]"`) || strings.Contains(stderr, "secret-value") {
+		t.Errorf("bad glob: exit %d\n%s", code, stderr)
 	}
 }
