@@ -172,3 +172,41 @@ func TestNamedKeyConfigBadValues(t *testing.T) {
 		})
 	}
 }
+
+// TestNamedKeyConfigSchema: the configuration's JSON Schema (both
+// variants) accepts both forms of api_keys as utcpd does, and rejects
+// what utcpd refuses.
+func TestNamedKeyConfigSchema(t *testing.T) {
+	variants := []schemas{compileSchemas(t, false), compileSchemas(t, true)}
+	good := `{"gateway": {"api_keys": ["plain",
+		{"name": "math", "key_env": "MATH_KEY", "tools": ["demo.add"]},
+		{"name": "ci-bot", "key_env": "CI_BOT_KEY", "tools": ["github.*", "!github.repos/delete"], "rate_limit": "5/s"},
+		{"name": "h", "key_sha256": "` + strings.Repeat("ab", 32) + `", "manuals": ["m"], "tags": ["t"], "toolsets": ["x"], "max_concurrent": 2}]}}`
+	if v := load(t, t.TempDir(), good, true); !v.ok() {
+		t.Fatalf("utcpd refuses %s: %v", good, v.errs)
+	}
+	for _, s := range variants {
+		if err := check(s.config, good); err != nil {
+			t.Errorf("%s refuses both forms: %v", s.config.Location, err)
+		}
+	}
+	for name, keys := range map[string]string{
+		"both key sources": `[{"name": "a", "key_env": "A", "key_sha256": "` + strings.Repeat("0", 64) + `"}]`,
+		"no key source":    `[{"name": "a"}]`,
+		"no name":          `[{"key_env": "A"}]`,
+		"unknown field":    `[{"name": "a", "key_env": "A", "tool": ["x"]}]`,
+		"bad digest":       `[{"name": "a", "key_sha256": "xyz"}]`,
+		"bad concurrency":  `[{"name": "a", "key_env": "A", "max_concurrent": 0}]`,
+		"a number":         `[3]`,
+	} {
+		cfg := `{"gateway": {"api_keys": ` + keys + `}}`
+		if v := load(t, t.TempDir(), cfg, false); v.ok() {
+			t.Errorf("%s: utcpd loads %s; the case is wrong", name, cfg)
+		}
+		for _, s := range variants {
+			if err := check(s.config, cfg); err == nil {
+				t.Errorf("%s: %s accepts %s, which utcpd refuses", name, s.config.Location, cfg)
+			}
+		}
+	}
+}
