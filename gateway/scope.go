@@ -229,6 +229,31 @@ func ScopeFrom(ctx context.Context) *Scope {
 	return s
 }
 
+type apiKeyKey struct{}
+
+// WithAPIKey returns a copy of ctx carrying the API key that
+// authenticated the caller and, when the key has one, its scope (as
+// WithScope). The fronts' key checks set it, so that what enforces a
+// key's limits (RateLimit, MaxConcurrent, Toolsets) finds the key.
+func WithAPIKey(ctx context.Context, k *APIKey) context.Context {
+	if k == nil {
+		return ctx
+	}
+	ctx = context.WithValue(ctx, apiKeyKey{}, k)
+	if k.Scope != nil {
+		ctx = WithScope(ctx, k.Scope)
+	}
+	return ctx
+}
+
+// APIKeyFrom returns the API key WithAPIKey attached to ctx, nil when
+// none (no keys configured, stdio, the daemon's own calls). It must not
+// be modified.
+func APIKeyFrom(ctx context.Context) *APIKey {
+	k, _ := ctx.Value(apiKeyKey{}).(*APIKey)
+	return k
+}
+
 // APIKey is one entry of gateway.api_keys: a bearer key, the principal
 // that names its caller (audit, policy principals, reviews, metrics), the
 // scope of what it may list and call, and limits that other parts of the

@@ -134,8 +134,8 @@ func Principal(ctx context.Context) string {
 
 // RequireKeys returns a middleware that admits a request only with
 // "Authorization: Bearer <key>" for one of keys, and records the key's
-// principal name (see Principal) and scope (gateway.WithScope) in the
-// request context. A missing or
+// principal name (see Principal), the key itself and its scope
+// (gateway.WithAPIKey) in the request context. A missing or
 // wrong token is 401 unauthorized with a WWW-Authenticate challenge for
 // realm. With no keys every request is admitted unchanged.
 func RequireKeys(keys *Keys, realm string) func(http.Handler) http.Handler {
@@ -157,10 +157,7 @@ func RequireKeys(keys *Keys, realm string) func(http.Handler) http.Handler {
 				WriteError(w, Errorf(utcp.CodeUnauthorized, "the bearer token is not valid"))
 				return
 			}
-			ctx := WithPrincipal(r.Context(), key.Name)
-			if key.Scope != nil {
-				ctx = gateway.WithScope(ctx, key.Scope)
-			}
+			ctx := gateway.WithAPIKey(WithPrincipal(r.Context(), key.Name), key)
 			next.ServeHTTP(w, r.WithContext(ctx))
 		})
 	}

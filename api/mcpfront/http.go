@@ -63,11 +63,7 @@ func (s *Server) initHTTP() {
 		if !ok {
 			return nil, auth.ErrInvalidToken
 		}
-		ti := &auth.TokenInfo{UserID: k.Name}
-		if k.Scope != nil {
-			ti.Extra = map[string]any{extraScope: k.Scope}
-		}
-		return ti, nil
+		return &auth.TokenInfo{UserID: k.Name, Extra: map[string]any{extraKey: k}}, nil
 	}
 	s.authed = auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})
 }

@@ -28,31 +28,35 @@ import (
 //     a resource outside it the SDK's "Resource not found": byte for byte
 //     what a name that does not exist gets;
 //   - the scope travels in the context of every handler
-//     (gateway.WithScope), so the gateway decides the calls, reads and
+//     (gateway.WithAPIKey, with the key itself), so the gateway decides the calls, reads and
 //     CodeMode runs again within it.
 
-// extraScope is the auth.TokenInfo.Extra key of a session key's scope.
-const extraScope = "utcpd/scope"
+// extraKey is the auth.TokenInfo.Extra key of the *gateway.APIKey that
+// authenticated a request.
+const extraKey = "utcpd/api_key"
 
-// scopeOf returns the scope of the key that authenticated a request, nil
-// (everything) when none.
-func scopeOf(extra *mcp.RequestExtra) *gateway.Scope {
+// keyOf returns the API key that authenticated a request, nil when none.
+func keyOf(extra *mcp.RequestExtra) *gateway.APIKey {
 	if extra == nil || extra.TokenInfo == nil {
 		return nil
 	}
-	sc, _ := extra.TokenInfo.Extra[extraScope].(*gateway.Scope)
-	return sc
+	k, _ := extra.TokenInfo.Extra[extraKey].(*gateway.APIKey)
+	return k
 }
 
-// scopeMiddleware puts the request's scope in its context and filters the
-// listings by it.
+// scopeMiddleware puts the request's key and scope in its context
+// (gateway.WithAPIKey) and filters the listings by the scope.
 func (s *Server) scopeMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-		sc := scopeOf(req.GetExtra())
+		k := keyOf(req.GetExtra())
+		ctx = gateway.WithAPIKey(ctx, k)
+		var sc *gateway.Scope
+		if k != nil {
+			sc = k.Scope
+		}
 		if sc.All() {
 			return next(ctx, method, req)
 		}
-		ctx = gateway.WithScope(ctx, sc)
 		switch r := req.(type) {
 		case *mcp.ListToolsRequest:
 			return listIn(ctx, method, r, next, func(res *mcp.ListToolsResult) (string, bool) {
