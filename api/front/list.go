@@ -210,7 +210,7 @@ func (h *Handler) listPage(sc *gateway.Scope, lq listQuery) ([]*utcp.Tool, strin
 	page := make([]*utcp.Tool, 0, min(lq.limit, len(all)-i))
 	for ; i < len(all); i++ {
 		t := all[i]
-		if want != nil && !hasTag(t, want) || !sc.Allows(t) {
+		if (want != nil && !hasTag(t, want)) || !sc.Allows(t) {
 			continue
 		}
 		if len(page) == lq.limit {

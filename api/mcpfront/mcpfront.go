@@ -72,7 +72,8 @@
 // Gateway failures follow the MCP rule that errors a model can act on are
 // results and protocol problems are JSON-RPC errors:
 //
-//	JSON-RPC -32602  unknown tool (the SDK), tool_not_found, ambiguous_tool,
+//	JSON-RPC -32602  unknown tool (the SDK's; also for a tool outside the
+//	                 session key's scope, see scope.go), tool_not_found, ambiguous_tool,
 //	                 invalid_request, arguments that are not a JSON object,
 //	                 invalid_arguments for clients on 2025-06-18 or older
 //	JSON-RPC -32603  internal (message hidden, logged), canceled
