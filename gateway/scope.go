@@ -45,8 +45,8 @@ import (
 // them (they carry no tags).
 type Scope struct {
 	tools   []string // as written, for String and the config echo
-	include []string
-	exclude []string
+	include []glob
+	exclude []glob
 	manuals []string
 	tags    []string // lowercased
 }
@@ -64,9 +64,9 @@ func NewScope(tools, manuals, tags []string) (*Scope, error) {
 			return nil, fmt.Errorf("tools[%d] %q: %w", i, p, err)
 		}
 		if excl {
-			s.exclude = append(s.exclude, pat)
+			s.exclude = append(s.exclude, compileGlob(pat))
 		} else {
-			s.include = append(s.include, pat)
+			s.include = append(s.include, compileGlob(pat))
 		}
 	}
 	for i, m := range manuals {
@@ -141,16 +141,45 @@ func (s *Scope) AllowsServer(manual, server string) bool {
 }
 
 func (s *Scope) allowsName(name string) bool {
-	for _, p := range s.exclude {
-		if globMatch(p, name) {
+	for _, g := range s.exclude {
+		if g.match(name) {
 			return false
 		}
 	}
 	if len(s.include) == 0 {
 		return true
 	}
-	for _, p := range s.include {
-		if globMatch(p, name) {
+	for _, g := range s.include {
+		if g.match(name) {
+			return true
+		}
+	}
+	return false
+}
+
+// MayAllowManual reports whether the scope may allow some tool of the
+// manual: false only when it allows none (the manual is not one of
+// Manuals, no inclusion can match a name starting "manual.", or an
+// exclusion matches every such name), so that the registry skips the
+// manual's tools at once. It implements registry.ManualScope.
+func (s *Scope) MayAllowManual(manual string) bool {
+	if s.All() {
+		return true
+	}
+	if len(s.manuals) > 0 && !slices.Contains(s.manuals, manual) {
+		return false
+	}
+	prefix := manual + "."
+	for _, g := range s.exclude {
+		if g.kind == globAny || g.kind == globPrefix && strings.HasPrefix(prefix, g.lit) {
+			return false
+		}
+	}
+	if len(s.include) == 0 {
+		return true
+	}
+	for _, g := range s.include {
+		if lp := g.literalPrefix(); strings.HasPrefix(prefix, lp) || strings.HasPrefix(lp, prefix) {
 			return true
 		}
 	}
@@ -184,33 +213,101 @@ func (s *Scope) String() string {
 	return strings.Join(parts, "; ")
 }
 
+// glob is a compiled pattern ("*": any run of characters, "?": one
+// character), with fast paths for the usual shapes; the same syntax and
+// matching as the policy guard's globs.
+type glob struct {
+	pattern string
+	kind    globKind
+	lit     string // globExact, globPrefix: the literal; globSuffix: the suffix
+}
+
+type globKind uint8
+
+const (
+	globExact   globKind = iota // no wildcards
+	globPrefix                  // literal then one trailing '*'
+	globSuffix                  // one leading '*' then a literal
+	globAny                     // only '*'s
+	globGeneral                 // anything else
+)
+
+func compileGlob(pattern string) glob {
+	g := glob{pattern: pattern, kind: globGeneral}
+	stars, qs := strings.Count(pattern, "*"), strings.Count(pattern, "?")
+	switch {
+	case stars == 0 && qs == 0:
+		g.kind, g.lit = globExact, pattern
+	case qs == 0 && stars == len(pattern):
+		g.kind = globAny
+	case qs == 0 && stars == 1 && strings.HasSuffix(pattern, "*"):
+		g.kind, g.lit = globPrefix, pattern[:len(pattern)-1]
+	case qs == 0 && stars == 1 && strings.HasPrefix(pattern, "*"):
+		g.kind, g.lit = globSuffix, pattern[1:]
+	}
+	return g
+}
+
+// match reports whether name matches g.
+func (g glob) match(name string) bool {
+	switch g.kind {
+	case globExact:
+		return name == g.lit
+	case globAny:
+		return true
+	case globPrefix:
+		return strings.HasPrefix(name, g.lit)
+	case globSuffix:
+		return strings.HasSuffix(name, g.lit)
+	}
+	return globMatch(g.pattern, name)
+}
+
+// literalPrefix is what every name g matches starts with.
+func (g glob) literalPrefix() string {
+	if i := strings.IndexAny(g.pattern, "*?"); i >= 0 {
+		return g.pattern[:i]
+	}
+	return g.pattern
+}
+
 // globMatch reports whether the glob p ("*": any run, "?": one
-// character) matches all of name.
-func globMatch(p, name string) bool {
-	// The classic linear-time wildcard match, by runes.
-	pr, nr := []rune(p), []rune(name)
-	pi, ni := 0, 0
-	star, mark := -1, 0
-	for ni < len(nr) {
-		switch {
-		case pi < len(pr) && (pr[pi] == '?' || pr[pi] == nr[ni]):
-			pi++
-			ni++
-		case pi < len(pr) && pr[pi] == '*':
-			star, mark = pi, ni
-			pi++
-		case star >= 0:
-			pi = star + 1
-			mark++
-			ni = mark
-		default:
+// character) matches all of s: the single-backtrack algorithm, on a
+// mismatch the last '*' absorbs one more character; no allocation.
+func globMatch(p, s string) bool {
+	pi, si := 0, 0
+	starP, starS := -1, 0
+	for si < len(s) {
+		if pi < len(p) {
+			switch p[pi] {
+			case '*':
+				starP, starS = pi, si
+				pi++
+				continue
+			case '?':
+				_, n := utf8.DecodeRuneInString(s[si:])
+				pi++
+				si += n
+				continue
+			default:
+				if p[pi] == s[si] {
+					pi++
+					si++
+					continue
+				}
+			}
+		}
+		if starP < 0 {
 			return false
 		}
+		_, n := utf8.DecodeRuneInString(s[starS:])
+		starS += n
+		pi, si = starP+1, starS
 	}
-	for pi < len(pr) && pr[pi] == '*' {
+	for pi < len(p) && p[pi] == '*' {
 		pi++
 	}
-	return pi == len(pr)
+	return pi == len(p)
 }
 
 type scopeKey struct{}

@@ -345,6 +345,22 @@ type Scope interface {
 	Allows(def *utcp.Tool) bool
 }
 
+// ManualScope may be implemented by a Scope that can rule out a whole
+// manual: MayAllowManual returns false only when the scope allows none
+// of the manual's tools, whatever they are (a true answer promises
+// nothing). The registry then skips the manual's tools.
+type ManualScope interface {
+	MayAllowManual(manual string) bool
+}
+
+// mayAllow reports whether sc may allow some tool of the manual name.
+func mayAllow(sc Scope, name string) bool {
+	if ms, ok := sc.(ManualScope); ok {
+		return ms.MayAllowManual(name)
+	}
+	return true
+}
+
 // allows reports whether sc allows e's tool.
 func allows(sc Scope, e *entry) bool { return sc == nil || sc.Allows(e.tool.Def) }
 
@@ -353,6 +369,9 @@ func allows(sc Scope, e *entry) bool { return sc == nil || sc.Allows(e.tool.Def)
 func visible(sc Scope, ms *manualState) bool {
 	if sc == nil {
 		return true
+	}
+	if !mayAllow(sc, ms.m.Name) {
+		return false
 	}
 	for _, e := range ms.entries {
 		if allows(sc, e) {
@@ -417,14 +436,18 @@ func (r *Registry) ResolveIn(sc Scope, name string) (*Tool, error) {
 
 // ToolsIn returns the tools sc allows, as Tools orders them.
 func (r *Registry) ToolsIn(sc Scope) []*Tool {
-	all := r.Tools()
 	if sc == nil {
-		return all
+		return r.Tools()
 	}
-	out := all[:0]
-	for _, t := range all {
-		if sc.Allows(t.Def) {
-			out = append(out, t)
+	var out []*Tool
+	for _, m := range r.Manuals() {
+		if !mayAllow(sc, m.Name) {
+			continue
+		}
+		for _, t := range m.Tools {
+			if sc.Allows(t.Def) {
+				out = append(out, t)
+			}
 		}
 	}
 	return out

@@ -49,7 +49,7 @@ func randomRegistry(t *testing.T, rng *rand.Rand) (*registry.Registry, []*regist
 // tags; sometimes none of them (every tool).
 func randomScope(t *testing.T, rng *rand.Rand) *gateway.Scope {
 	t.Helper()
-	globs := []string{"demo.*", "github.*", "!github.repos/delete", "*.add", "!*.srv.*", "m.srv.*", "*", "!demo.echo", "?.*", "github.repos/*", "other.get"}
+	globs := []string{"demo.*", "github.*", "!github.repos/delete", "*.add", "!*.srv.*", "m.srv.*", "*", "!demo.echo", "?.*", "github.repos/*", "other.get", "!demo.*", "!*", "dem*", "m.*", "*.srv.add", "!gith*"}
 	var tools, manuals, tags []string
 	for range rng.IntN(4) {
 		tools = append(tools, globs[rng.IntN(len(globs))])
@@ -127,6 +127,14 @@ func TestNamedKeyScopeProperty(t *testing.T) {
 		if diff := cmp.Diff(toolNames(small.Tools()), toolNames(r.ToolsIn(sc))); diff != "" {
 			t.Fatalf("#%d %v: listing (-within +scoped):\n%s", iter, sc, diff)
 		}
+		// MayAllowManual never rules out a manual with a tool in scope.
+		for _, m := range ms {
+			for _, tl := range m.Tools {
+				if sc.Allows(tl.Def) && !sc.MayAllowManual(m.Name) {
+					t.Fatalf("#%d %v: %s is allowed, but its manual is ruled out", iter, sc, tl.Name)
+				}
+			}
+		}
 		var names []string
 		for _, tl := range r.Tools() {
 			names = append(names, tl.Name, tl.ShortName())
@@ -182,4 +190,46 @@ func TestNamedKeyResolveInUnique(t *testing.T) {
 	if fmt.Sprint(details(err)["did_you_mean"]) != "[b.add]" {
 		t.Errorf("suggestions %v", details(err))
 	}
+}
+
+// BenchmarkResolveIn resolves within a scope over the 100k-tool corpus
+// (globs "manual_05*" and "!*.get_3": about 11,000 tools in scope): a
+// hit, an unqualified name ambiguous in the registry, a miss (with its
+// suggestions drawn from the scope), and a listing and search.
+func BenchmarkResolveIn(b *testing.B) {
+	r := buildRegistry(b, loadCorpus())
+	sc, err := gateway.NewScope([]string{"manual_05*", "!*.get_3"}, nil, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, c := range []struct {
+		name, tool string
+		want       utcp.Code
+	}{
+		{"qualified", "manual_0500.list_0", ""},
+		{"hidden", "manual_0500.get_3", utcp.CodeToolNotFound},
+		{"outside_manual", "manual_0100.get_3", utcp.CodeToolNotFound},
+		{"miss_with_suggestions", "manual_0500.get_x3", utcp.CodeToolNotFound},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for range b.N {
+				if _, err := r.ResolveIn(sc, c.tool); utcp.CodeOf(err) != c.want {
+					b.Fatalf("ResolveIn(%s): %v", c.tool, err)
+				}
+			}
+		})
+	}
+	b.Run("tools_in", func(b *testing.B) {
+		for range b.N {
+			if n := len(r.ToolsIn(sc)); n == 0 {
+				b.Fatal("no tool in scope")
+			}
+		}
+	})
+	b.Run("search_in", func(b *testing.B) {
+		for range b.N {
+			_ = r.SearchIn(sc, "list the things", 10, nil)
+		}
+	})
 }
