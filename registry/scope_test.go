@@ -193,7 +193,7 @@ func TestNamedKeyResolveInUnique(t *testing.T) {
 }
 
 // BenchmarkResolveIn resolves within a scope over the 100k-tool corpus
-// (globs "manual_05*" and "!*.get_3": about 11,000 tools in scope): a
+// (globs "manual_05*" and "!*.get_3": about 9,900 tools in scope): a
 // hit, an unqualified name ambiguous in the registry, a miss (with its
 // suggestions drawn from the scope), and a listing and search.
 func BenchmarkResolveIn(b *testing.B) {
