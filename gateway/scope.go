@@ -49,6 +49,7 @@ type Scope struct {
 	exclude []glob
 	manuals []string
 	tags    []string // lowercased
+	also    []*Scope // Narrow: every one of them must allow too
 }
 
 // NewScope compiles a scope from its tool globs (each optionally "!"
@@ -104,15 +105,54 @@ func checkGlob(p string) error {
 	return nil
 }
 
+// Narrow returns the scope that allows what both s and o allow (a key's
+// scope narrowed by its toolsets, say). Either may be nil. The fronts
+// cache renderings by scope (the pointer), so compute a key's narrowed
+// scope once, not per request.
+func (s *Scope) Narrow(o *Scope) *Scope {
+	switch {
+	case o.All():
+		return s
+	case s.All():
+		return o
+	}
+	return &Scope{also: []*Scope{s, o}}
+}
+
+// own reports whether s itself (without Narrow's scopes) restricts
+// nothing.
+func (s *Scope) own() bool {
+	return len(s.include) == 0 && len(s.exclude) == 0 && len(s.manuals) == 0 && len(s.tags) == 0
+}
+
 // All reports whether s allows every tool (nil or unrestricted).
 func (s *Scope) All() bool {
-	return s == nil || len(s.include) == 0 && len(s.exclude) == 0 && len(s.manuals) == 0 && len(s.tags) == 0
+	if s == nil {
+		return true
+	}
+	if !s.own() {
+		return false
+	}
+	for _, o := range s.also {
+		if !o.All() {
+			return false
+		}
+	}
+	return true
 }
 
 // Allows reports whether the scope allows the tool def (by its qualified
 // name and tags; see Scope). It implements registry.Scope.
 func (s *Scope) Allows(def *utcp.Tool) bool {
-	if s.All() {
+	if s == nil {
+		return true
+	}
+	for _, o := range s.also {
+		if !o.Allows(def) {
+			return false
+		}
+	}
+	if s.own() {
 		return true
 	}
 	if def == nil {
@@ -131,7 +171,15 @@ func (s *Scope) Allows(def *utcp.Tool) bool {
 // AllowsServer reports whether the scope allows the resources, resource
 // templates and prompts of the MCP server server of manual (see Scope).
 func (s *Scope) AllowsServer(manual, server string) bool {
-	if s.All() {
+	if s == nil {
+		return true
+	}
+	for _, o := range s.also {
+		if !o.AllowsServer(manual, server) {
+			return false
+		}
+	}
+	if s.own() {
 		return true
 	}
 	if len(s.tags) > 0 || len(s.manuals) > 0 && !slices.Contains(s.manuals, manual) {
@@ -163,7 +211,15 @@ func (s *Scope) allowsName(name string) bool {
 // exclusion matches every such name), so that the registry skips the
 // manual's tools at once. It implements registry.ManualScope.
 func (s *Scope) MayAllowManual(manual string) bool {
-	if s.All() {
+	if s == nil {
+		return true
+	}
+	for _, o := range s.also {
+		if !o.MayAllowManual(manual) {
+			return false
+		}
+	}
+	if s.own() {
 		return true
 	}
 	if len(s.manuals) > 0 && !slices.Contains(s.manuals, manual) {
@@ -209,6 +265,11 @@ func (s *Scope) String() string {
 	}
 	if len(s.tags) > 0 {
 		parts = append(parts, "tags "+strings.Join(s.tags, ", "))
+	}
+	for _, o := range s.also {
+		if !o.All() {
+			parts = append(parts, "("+o.String()+")")
+		}
 	}
 	return strings.Join(parts, "; ")
 }

@@ -75,6 +75,34 @@ func TestNamedKeyScopeRules(t *testing.T) {
 	}
 }
 
+func TestNamedKeyScopeNarrow(t *testing.T) {
+	tool := func(name string, tags ...string) *utcp.Tool { return &utcp.Tool{Name: name, Tags: tags} }
+	mk := func(tools, manuals, tags []string) *Scope {
+		s, err := NewScope(tools, manuals, tags)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	key, set := mk([]string{"github.*", "demo.add"}, nil, nil), mk([]string{"*.repos/*", "demo.*"}, nil, nil)
+	n := key.Narrow(set)
+	for name, want := range map[string]bool{"github.repos/list": true, "github.issues/list": false, "demo.add": true, "demo.echo": false, "other.repos/x": false} {
+		if got := n.Allows(tool(name)); got != want {
+			t.Errorf("narrowed %s: %v, want %v", name, got, want)
+		}
+	}
+	if n.All() || !n.MayAllowManual("github") || n.MayAllowManual("other") || n.AllowsServer("github", "srv") {
+		t.Errorf("narrowed %v", n)
+	}
+	var none *Scope
+	if none.Narrow(key) != key || key.Narrow(nil) != key || !none.Narrow(nil).All() {
+		t.Error("narrowing by everything")
+	}
+	if s := n.String(); s != "(tools github.*, demo.add); (tools *.repos/*, demo.*)" {
+		t.Errorf("String %q", s)
+	}
+}
+
 func TestNamedKeyRateLimit(t *testing.T) {
 	for in, want := range map[string]RateLimit{"5/s": {5, time.Second}, " 100 / m ": {100, time.Minute}, "1/hour": {1, time.Hour}, "20/10s": {20, 10 * time.Second}} {
 		if got, err := ParseRateLimit(in); err != nil || got != want {

@@ -119,6 +119,9 @@ func TestNamedKeyScopeProperty(t *testing.T) {
 	for iter := range 400 {
 		r, ms := randomRegistry(t, rng)
 		sc := randomScope(t, rng)
+		if rng.IntN(3) == 0 {
+			sc = sc.Narrow(randomScope(t, rng)) // a key's scope narrowed by a toolset
+		}
 		small := within(t, ms, sc)
 		listed := map[string]bool{}
 		for _, tl := range r.ToolsIn(sc) {
