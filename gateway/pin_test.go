@@ -100,7 +100,7 @@ func callVersion(t *testing.T, g *gateway.Gateway, tool string) string {
 
 func description(t *testing.T, g *gateway.Gateway, tool string) string {
 	t.Helper()
-	def, err := g.Tool(tool)
+	def, err := g.Tool(t.Context(), tool)
 	if err != nil {
 		t.Fatalf("tool %s: %v", tool, err)
 	}
@@ -142,10 +142,10 @@ func TestPinHoldKeepsPinnedDefinitions(t *testing.T) {
 	if got := callVersion(t, g, "rug.echo"); got != `{"version":"v1"}` {
 		t.Errorf("call after the change = %s, want the pinned template's /v1", got)
 	}
-	if _, err := g.Tool("rug.extra"); err == nil {
+	if _, err := g.Tool(t.Context(), "rug.extra"); err == nil {
 		t.Error("the new tool is listed before the change was approved")
 	}
-	if _, err := g.Tool("rug.keep"); err == nil {
+	if _, err := g.Tool(t.Context(), "rug.keep"); err == nil {
 		t.Error("the removed tool is still listed")
 	}
 	// A second refresh raises no second change.
@@ -196,7 +196,7 @@ func TestPinHoldKeepsPinnedDefinitions(t *testing.T) {
 	if got := callVersion(t, g, "rug.echo"); got != `{"version":"v2"}` {
 		t.Errorf("call after approval = %s", got)
 	}
-	if _, err := g.Tool("rug.extra"); err != nil {
+	if _, err := g.Tool(t.Context(), "rug.extra"); err != nil {
 		t.Errorf("the new tool after approval: %v", err)
 	}
 	// Approving again is idempotent; rejecting now is a conflict.
@@ -385,13 +385,13 @@ func TestPinHoldListChanged(t *testing.T) {
 	if c := changes[0]; c.Status != registry.PinPending || len(c.Diff) != 1 || c.Diff[0].Tool != "demo.echo_again" || c.Diff[0].Change != "added" {
 		t.Errorf("change = %+v", c)
 	}
-	if _, err := g.Tool("m.demo.echo_again"); err == nil {
+	if _, err := g.Tool(t.Context(), "m.demo.echo_again"); err == nil {
 		t.Error("the new tool is listed before its change was approved")
 	}
 	if _, err := g.DecidePinChange(t.Context(), "m", changes[0].ID, gateway.PinDecision{Approve: true}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := g.Tool("m.demo.echo_again"); err != nil {
+	if _, err := g.Tool(t.Context(), "m.demo.echo_again"); err != nil {
 		t.Errorf("the new tool after approval: %v", err)
 	}
 }

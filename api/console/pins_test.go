@@ -68,7 +68,7 @@ func TestManualPinChanges(t *testing.T) {
 	if a := b.post("/ui/manual/changes/decide", form, nil); a.status != http.StatusSeeOther {
 		t.Fatalf("approving: %s", a)
 	}
-	if def, err := d.g.Tool("rug.echo"); err != nil || !strings.Contains(def.Description, "secrets") {
+	if def, err := d.g.Tool(t.Context(), "rug.echo"); err != nil || !strings.Contains(def.Description, "secrets") {
 		t.Errorf("after approval: %v %v", def, err)
 	}
 	if c, _ := d.g.PinChanges(t.Context(), "rug", 0); c[0].Status != registry.PinApproved || c[0].By == "" {

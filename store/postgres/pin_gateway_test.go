@@ -43,7 +43,7 @@ func TestPinAcrossReplicas(t *testing.T) {
 		if _, err := g.RefreshManual(t.Context(), "rug"); err != nil {
 			t.Fatal(err)
 		}
-		if def, _ := g.Tool("rug.echo"); def == nil || strings.Contains(def.Description, "netrc") {
+		if def, _ := g.Tool(t.Context(), "rug.echo"); def == nil || strings.Contains(def.Description, "netrc") {
 			t.Fatalf("a replica serves the changed tool under hold: %+v", def)
 		}
 	}
@@ -58,7 +58,7 @@ func TestPinAcrossReplicas(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, g := range []*gateway.Gateway{ga, gb} {
-		if def, _ := g.Tool("rug.echo"); def == nil || !strings.Contains(def.Description, "netrc") {
+		if def, _ := g.Tool(t.Context(), "rug.echo"); def == nil || !strings.Contains(def.Description, "netrc") {
 			t.Errorf("replica %d after the approval: %+v", i, def)
 		}
 	}
