@@ -26,6 +26,7 @@ import (
 	"github.com/utcpd/utcpd/api/mcpfront"
 	"github.com/utcpd/utcpd/gateway"
 	"github.com/utcpd/utcpd/gateway/audit"
+	"github.com/utcpd/utcpd/gateway/ratelimit"
 	"github.com/utcpd/utcpd/guard"
 	"github.com/utcpd/utcpd/guard/review"
 	"github.com/utcpd/utcpd/internal/netguard"
@@ -233,6 +234,22 @@ func (d *Daemon) Run(ctx context.Context) error {
 	// The gateway and the HTTP handler.
 	obs := api.NewObserver(log.With("component", "calls"), nil)
 	d.observer = obs
+	var shared ratelimit.SharedStore
+	if d.pg != nil {
+		shared = d.pg
+	}
+	limiter, err := newRateLimiter(s.RateLimits, shared, log.With("component", "ratelimit"))
+	if err != nil {
+		return &UsageError{Err: err}
+	}
+	defer func() {
+		// Unused leased tokens go back to the replicas' shared buckets.
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := limiter.Close(ctx); err != nil {
+			log.Warn("returning leased rate limit tokens", "err", err)
+		}
+	}()
 	g, err := gateway.New(gateway.Options{
 		Guard:             d.guards,
 		Reviews:           d.reviews,
@@ -247,6 +264,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		Logger:            log.With("component", "gateway"),
 		MaxToolsPerManual: s.MaxToolsPerManual,
 		MaxManualBytes:    s.MaxManualBytes,
+		RateLimits:        limiter,
 	})
 	if err != nil {
 		return err

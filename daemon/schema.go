@@ -30,6 +30,7 @@ import (
 	"unicode"
 
 	"github.com/utcpd/utcpd/api/codemode"
+	"github.com/utcpd/utcpd/gateway/ratelimit"
 	"github.com/utcpd/utcpd/guard"
 	"github.com/utcpd/utcpd/manuals"
 	"github.com/utcpd/utcpd/transports"
@@ -840,6 +841,8 @@ func (b *schemaBuilder) settingSchema(f reflect.StructField, key string) obj {
 		return b.codeModeSchema()
 	case reflect.TypeFor[MCPSection]():
 		return mcpSectionSchema()
+	case reflect.TypeFor[[]ratelimit.Rule]():
+		return rateLimitsSchema()
 	}
 	switch f.Type.Kind() {
 	case reflect.String:
@@ -922,6 +925,28 @@ func mcpSectionSchema() obj {
 	}}
 }
 
+// rateLimitsSchema is the schema of gateway.rate_limits (read by
+// ratelimit.ParseRules: unknown keys are errors; each rule needs a rate
+// or a max_concurrent).
+func rateLimitsSchema() obj {
+	glob := "A glob ('*' any run of characters, dots included; '?' one character); absent matches everything."
+	return obj{"type": "array", "items": obj{
+		"type":                 "object",
+		"additionalProperties": false,
+		"anyOf":                []any{obj{"required": []any{"rate"}}, obj{"required": []any{"max_concurrent"}}},
+		"dependentRequired":    obj{"burst": []any{"rate"}},
+		"properties": obj{
+			"name":           obj{"type": "string", "pattern": `^[A-Za-z0-9_.:-]{1,64}$`, "description": "The rule's label in metrics (utcpd_rate_limit_refused_total{rule}), errors and audit reasons; default its index. Unique."},
+			"principal":      obj{"type": "string", "description": "The caller it applies to: \"key:<8 hex>\" of an API key (the first 8 hex digits of its SHA-256), a named key's name. " + glob},
+			"tools":          obj{"type": "string", "description": "Qualified tool names (\"github.*\"), utcpd prompt names or resource URIs it applies to. " + glob},
+			"manuals":        obj{"type": "string", "description": "Manual names it applies to. " + glob},
+			"rate":           obj{"type": "string", "pattern": `^\s*[1-9][0-9]*\s*/\s*(s|sec|second|m|min|minute|h|hour)\s*$`, "description": "A token bucket's refill: \"<n>/<unit>\", unit s, m or h (\"5/s\", \"100/m\", \"1000/h\"). One budget for every call the rule matches; on PostgreSQL shared by the replicas (docs/ratelimits.md)."},
+			"burst":          obj{"type": "integer", "minimum": 0, "description": "The bucket's capacity: calls admitted at once after a quiet spell (0 or absent: n of rate). Needs rate."},
+			"max_concurrent": obj{"type": "integer", "minimum": 0, "description": "The most matching calls in flight at once on this daemon; 0 is no cap."},
+		},
+	}}
+}
+
 // jsonDefault renders a default value: durations as Go duration strings
 // without zero units ("5m", not "5m0s").
 func jsonDefault(v reflect.Value) any {
@@ -993,6 +1018,7 @@ var gatewayDocs = map[string]string{
 	"max_connections":       "The most client connections served at once (others wait).",
 	"max_tools_per_manual":  "The most tools one manual may list; a manual with more is not registered (default 20000).",
 	"max_manual_bytes":      "The largest manual document discovery reads, in bytes (default 16 MiB).",
+	"rate_limits":           "Call rates and concurrency caps (docs/ratelimits.md): each rule matches by principal, tools and manuals and admits a call after its checks, before dispatch; every matching rule applies; over a limit the call is refused with rate_limited (HTTP 429 with Retry-After). Unknown keys in a rule are errors.",
 }
 
 // codeModeDocs describe the keys of the codemode object, with

@@ -6,6 +6,7 @@ import (
 
 	"github.com/utcpd/utcpd/api/codemode"
 	"github.com/utcpd/utcpd/gateway/audit"
+	"github.com/utcpd/utcpd/gateway/ratelimit"
 	"github.com/utcpd/utcpd/guard/review"
 	"github.com/utcpd/utcpd/manuals"
 )
@@ -92,6 +93,11 @@ type Settings struct {
 	// tools, 16 MiB).
 	MaxToolsPerManual int   `json:"max_tools_per_manual" invalid:"must be a positive integer number of tools"`
 	MaxManualBytes    int64 `json:"max_manual_bytes" invalid:"must be a positive integer number of bytes"`
+
+	// RateLimits are the call rates and concurrency caps
+	// (gateway.rate_limits, read and validated by ratelimit.ParseRules;
+	// docs/ratelimits.md).
+	RateLimits []ratelimit.Rule `json:"rate_limits"`
 }
 
 // MCPSection is the gateway section's mcp object, the /mcp front:

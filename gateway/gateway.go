@@ -28,6 +28,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/utcpd/utcpd/gateway/audit"
+	"github.com/utcpd/utcpd/gateway/ratelimit"
 	"github.com/utcpd/utcpd/guard"
 	"github.com/utcpd/utcpd/guard/review"
 	"github.com/utcpd/utcpd/manuals"
@@ -88,6 +89,12 @@ type Options struct {
 	// Retry tunes the background retries of failed and degraded manuals
 	// (health.go); the zero value retries with DefaultBackoff.
 	Retry RetryOptions
+	// RateLimits, when set, admits or refuses each tool call, resource
+	// read and prompt get after its checks and before dispatch
+	// (gateway.rate_limits): a refused call fails with rate_limited, is
+	// audited with that outcome and never reaches its backend. nil limits
+	// nothing.
+	RateLimits *ratelimit.Limiter
 }
 
 // CallRecord describes one finished call, for metrics and audit.

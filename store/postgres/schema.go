@@ -54,11 +54,20 @@ var migrations = [...][]string{
 		`CREATE INDEX audit_time ON audit (time)`,
 		`CREATE INDEX audit_tool ON audit (tool, id)`,
 		`CREATE INDEX audit_qualified ON audit (qualified, id)`},
+	// 4: the rate limit buckets replicas share (ratelimits.go): one row
+	// per rule, its tokens as of updated_at; granted is the size of the
+	// last lease, for the statement that takes it to return.
+	{`CREATE TABLE rate_buckets (
+		key        text COLLATE "C" PRIMARY KEY,
+		tokens     double precision NOT NULL,
+		granted    double precision NOT NULL,
+		updated_at timestamptz NOT NULL
+	)`},
 }
 
 // SchemaVersion is the schema version this package writes: the number of
 // migrations it knows.
-const SchemaVersion = 3
+const SchemaVersion = 4
 
 // Both differences must be non-negative: SchemaVersion == len(migrations).
 const _ = uint(SchemaVersion-len(migrations)) + uint(len(migrations)-SchemaVersion)
