@@ -1,0 +1,187 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// rateDaemon starts the built daemon serving the demo HTTP server's
+// tools as manual "demo", with the given gateway.rate_limits.
+func rateDaemon(t *testing.T, rules string) (*proc, *backend) {
+	t.Helper()
+	be := startBackend(t)
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "utcpd.json")
+	writeFile(t, cfg, fmt.Sprintf(`{"manual_call_templates": [%s], "gateway": {"rate_limits": %s}}`, be.template("demo"), rules))
+	return startDaemon(t, daemonOpts{dir: dir, args: []string{"--config", cfg}}), be
+}
+
+// limitedCall posts a call and returns the status, the Retry-After header
+// and the error code of the answer, if any.
+func limitedCall(t *testing.T, d *proc, tool, args string) (status int, retryAfter string, code string) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, d.URL+"/v1/tools/"+tool+"/call", strings.NewReader(`{"arguments": `+args+`}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	var env struct {
+		Error struct {
+			Code    string         `json:"code"`
+			Details map[string]any `json:"details"`
+		} `json:"error"`
+	}
+	_ = json.Unmarshal(body, &env)
+	return resp.StatusCode, resp.Header.Get("Retry-After"), env.Error.Code
+}
+
+// TestRateLimitREST: a rule of 5/s on demo.echo. Calls in a quick row:
+// the burst of 5 goes through, and the first refused one (the sixth,
+// unless the machine is slow enough for the bucket to refill meanwhile)
+// is 429 rate_limited with Retry-After 1, never reaches the backend, and
+// is in the audit log with outcome rate_limited; other tools are not
+// limited, and the refusal is counted in /metrics under the rule's name.
+func TestRateLimitREST(t *testing.T) {
+	d, be := rateDaemon(t, `[{"name": "echo5", "tools": "demo.echo", "rate": "5/s"}]`)
+	start := time.Now()
+	admitted := 0
+	var status int
+	var retry, code string
+	for range 50 {
+		status, retry, code = limitedCall(t, d, "demo.echo", `{"i": 1}`)
+		if status != http.StatusOK {
+			break
+		}
+		admitted++
+	}
+	elapsed := time.Since(start)
+	if status != http.StatusTooManyRequests || code != "rate_limited" || retry != "1" {
+		t.Fatalf("after %d calls: %d %q Retry-After %q; want 429 rate_limited, Retry-After 1", admitted, status, code, retry)
+	}
+	// The burst, plus at most what 5/s refilled while the calls ran.
+	if maxOK := 5 + int(elapsed.Seconds()*5) + 1; admitted < 5 || admitted > maxOK {
+		t.Errorf("%d calls admitted in %v, want 5 to %d", admitted, elapsed, maxOK)
+	}
+	if got := int(be.F.Calls()); got != admitted {
+		t.Errorf("the backend saw %d calls, want the %d admitted", got, admitted)
+	}
+	if st, _, _ := limitedCall(t, d, "demo.add", `{"a": 1, "b": 2}`); st != http.StatusOK {
+		t.Errorf("demo.add (no rule): %d", st)
+	}
+	var page struct {
+		Records []struct {
+			Tool, Decision, Outcome string
+			Dispatched              bool
+		} `json:"records"`
+	}
+	eventually(t, 5*time.Second, "the refusal in the audit log", func() bool {
+		st, body := request(t, http.MethodGet, d.URL+"/admin/audit?outcome=rate_limited", "", "")
+		if st != http.StatusOK {
+			t.Fatalf("GET /admin/audit: %d %s", st, body)
+		}
+		page.Records = nil
+		_ = json.Unmarshal(body, &page)
+		return len(page.Records) > 0
+	})
+	if r := page.Records[0]; r.Tool != "demo.echo" || r.Decision != "allow" || r.Dispatched {
+		t.Errorf("audit record %+v", r)
+	}
+	_, metrics := request(t, http.MethodGet, d.URL+"/metrics", "", "")
+	if !strings.Contains(string(metrics), `utcpd_rate_limit_refused_total{limit="rate",rule="echo5"} 1`) {
+		t.Errorf("metrics lack the refusal:\n%s", grepLines(string(metrics), "rate_limit"))
+	}
+}
+
+// TestRateLimitMCP: through /mcp a refused call is an isError result a
+// model can read ("rate limited: retry after N s"), not a protocol error.
+func TestRateLimitMCP(t *testing.T) {
+	d, be := rateDaemon(t, `[{"tools": "demo.add", "rate": "1/h"}]`)
+	c, err := connectMCP(t, &mcp.StreamableClientTransport{Endpoint: d.URL + "/mcp", MaxRetries: -1}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.call(t, "demo.add", `{"a": 1, "b": 2}`, nil)
+	if err != nil || res.IsError {
+		t.Fatalf("first call: %v %+v", err, res)
+	}
+	res, err = c.call(t, "demo.add", `{"a": 1, "b": 2}`, nil)
+	if err != nil {
+		t.Fatalf("second call: a protocol error %v, want an isError result", err)
+	}
+	if text := resultText(res); !res.IsError || !strings.HasPrefix(text, "rate limited: retry after ") || !strings.Contains(text, " s (rate limit") {
+		t.Errorf("second call: isError %v, text %q", res.IsError, text)
+	}
+	if be.F.Calls() != 1 {
+		t.Errorf("the backend saw %d calls, want 1", be.F.Calls())
+	}
+}
+
+// TestRateLimitConcurrency: max_concurrent 1 on the slow sleep tool. While
+// one sleep runs, a second concurrent call is refused at once (429,
+// limit max_concurrent) without reaching the backend; once the first
+// ends, a call goes through again.
+func TestRateLimitConcurrency(t *testing.T) {
+	d, be := rateDaemon(t, `[{"name": "one-sleep", "tools": "demo.sleep", "max_concurrent": 1}]`)
+	first := make(chan int, 1)
+	go func() {
+		st, _, _ := limitedCall(t, d, "demo.sleep", `{"ms": 3000}`)
+		first <- st
+	}()
+	eventually(t, 10*time.Second, "the first sleep at the backend", func() bool { return be.F.Calls() == 1 })
+	status, retry, code := limitedCall(t, d, "demo.sleep", `{"ms": 1}`)
+	if status != http.StatusTooManyRequests || code != "rate_limited" || retry == "" {
+		t.Errorf("second concurrent sleep: %d %q Retry-After %q, want 429 rate_limited", status, code, retry)
+	}
+	if be.F.Calls() != 1 {
+		t.Errorf("the refused call reached the backend (%d calls)", be.F.Calls())
+	}
+	if st := <-first; st != http.StatusOK {
+		t.Fatalf("first sleep: %d", st)
+	}
+	if st, _, _ := limitedCall(t, d, "demo.sleep", `{"ms": 1}`); st != http.StatusOK {
+		t.Errorf("a sleep after the first ended: %d", st)
+	}
+}
+
+// TestRateLimitConfigErrors: a bad rule stops the daemon at start with a
+// message naming it (exit 2, as every invalid configuration).
+func TestRateLimitConfigErrors(t *testing.T) {
+	for rules, want := range map[string]string{
+		`[{"tools": "demo.*", "rate": "5/d"}]`: "gateway.rate_limits: [0]: rate \"5/d\": the unit must be s, m or h",
+		`[{"tools": "demo.*", "rat": "5/s"}]`:  `unknown field "rat" (did you mean "rate"?)`,
+		`[{"tools": "demo.*", "burst": 3}]`:    `needs a "rate"`,
+		`{"tools": "demo.*", "rate": "5/s"}`:   "must be an array of rule objects",
+	} {
+		dir := t.TempDir()
+		cfg := filepath.Join(dir, "utcpd.json")
+		writeFile(t, cfg, `{"gateway": {"rate_limits": `+rules+`}}`)
+		out, stderr, code := cli(t, dir, nil, "config", "validate", cfg)
+		if code != 2 || !strings.Contains(out+stderr, want) {
+			t.Errorf("%s: exit %d, output %q; want 2 and %q", rules, code, out+stderr, want)
+		}
+	}
+}
+
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
