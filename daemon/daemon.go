@@ -259,6 +259,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		PostProcessors:    postProcessors(d.conf.Cfg),
 		TagWeight:         weight(d.conf.Cfg, true),
 		DescriptionWeight: weight(d.conf.Cfg, false),
+		SearchStrategy:    searchStrategy(d.conf.Cfg),
 		OnCall:            obs.OnCall,
 		Store:             d.store,
 		Logger:            log.With("component", "gateway"),
@@ -547,12 +548,22 @@ func (d *Daemon) noteRestartOnly(next *Config) {
 	if !reflect.DeepEqual(prev.PostProcessors, cur.PostProcessors) {
 		changed = append(changed, "post_processing")
 	}
-	if prev.SearchStrategy.TagWeight != cur.SearchStrategy.TagWeight || prev.SearchStrategy.DescriptionWeight != cur.SearchStrategy.DescriptionWeight {
+	if prev.SearchStrategy.TagWeight != cur.SearchStrategy.TagWeight || prev.SearchStrategy.DescriptionWeight != cur.SearchStrategy.DescriptionWeight ||
+		prev.SearchStrategy.Type != cur.SearchStrategy.Type {
 		changed = append(changed, "tool_search_strategy")
 	}
 	if len(changed) > 0 {
 		d.log.Warn("configuration sections changed that apply only after a restart", "sections", changed)
 	}
+}
+
+// searchStrategy is the configuration's tool_search_strategy_type, ""
+// without a configuration.
+func searchStrategy(cfg *manuals.Config) string {
+	if cfg == nil {
+		return ""
+	}
+	return cfg.SearchStrategy.Type
 }
 
 func postProcessors(cfg *manuals.Config) []manuals.PostProcessor {

@@ -217,7 +217,7 @@ var topLevelDocs = map[string]string{
 	"variables":             "Variables for ${VAR} and $VAR in templates, by exact name (namespaced: manual web_scraper's API_KEY is web__scraper_API_KEY). Looked up before the loaders and the environment.",
 	"load_variables_from":   "Variable loaders, tried in order after variables and before the environment.",
 	"tool_repository":       "Where a UTCP client keeps its tools; read for compatibility (utcpd keeps its own registry).",
-	"tool_search_strategy":  "How tools are searched (GET /v1/tools?q=): tag_and_description_word_match with its weights.",
+	"tool_search_strategy":  "How tools are searched (GET /v1/tools?q=, search_tools): tag_and_description_word_match with its weights (the default), or bm25 (BM25F over tool names, descriptions and tags; docs/benchmarks.md has its recall). Read at start.",
 	"post_processing":       "Post-processors applied to every tool result, in order.",
 	"gateway":               "utcpd's own settings for utcpd serve (docs/cli.md, utcpd serve). Relative paths are relative to this file.",
 }

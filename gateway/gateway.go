@@ -55,6 +55,11 @@ type Options struct {
 	PostProcessors []manuals.PostProcessor
 	// TagWeight and DescriptionWeight tune search_tools (defaults 3 and 1).
 	TagWeight, DescriptionWeight float64
+	// SearchStrategy is the tool_search_strategy_type search_tools ranks
+	// with: registry.StrategyBM25 ("bm25"), or the default
+	// tag_and_description_word_match for "" and any type the registry
+	// does not implement (the configuration warned about it).
+	SearchStrategy string
 	// Tokens caches oauth2 tokens for every transport; default a cache
 	// over a pooled HTTP client (oauth2.NewTokenCache(nil)).
 	Tokens transports.TokenSource
@@ -182,6 +187,9 @@ func New(opts Options) (*Gateway, error) {
 	var regOpts []registry.Option
 	if opts.TagWeight != 0 || opts.DescriptionWeight != 0 {
 		regOpts = append(regOpts, registry.WithSearchWeights(opts.TagWeight, opts.DescriptionWeight))
+	}
+	if opts.SearchStrategy != "" && registry.KnownStrategy(opts.SearchStrategy) {
+		regOpts = append(regOpts, registry.WithSearchStrategy(opts.SearchStrategy))
 	}
 	g.reg = registry.New(regOpts...)
 	vars := opts.Variables

@@ -8,7 +8,9 @@ import (
 
 // Search ranks the registered tools against query with python-utcp's
 // default strategy, tag_and_description_word_match, and returns at most
-// limit of them, best first.
+// limit of them, best first. A registry made WithSearchStrategy(
+// StrategyBM25) ranks by BM25F instead (searchBM25), with the same tags
+// filter, tie order and zero-score tail.
 //
 // The query is lowercased and split into the set of its \w+ words (Python's
 // Unicode \w: letters, numbers, underscore). When tags is non-empty only
@@ -36,6 +38,9 @@ import (
 // its cost grows with the number of matching tools and limit, not with
 // the size of the registry (except for limit <= 0, which returns them all).
 func (r *Registry) Search(query string, limit int, tags []string) []*Tool {
+	if r.strategy == StrategyBM25 {
+		return r.searchBM25(query, limit, tags)
+	}
 	ql := strings.ToLower(query)
 	qwords := map[string]struct{}{}
 	var qlist []string

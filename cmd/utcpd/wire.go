@@ -59,6 +59,7 @@ func newGatewayWith(ctx context.Context, cfg *manuals.Config, log *slog.Logger, 
 		PostProcessors:    cfg.PostProcessors,
 		TagWeight:         cfg.SearchStrategy.TagWeight,
 		DescriptionWeight: cfg.SearchStrategy.DescriptionWeight,
+		SearchStrategy:    cfg.SearchStrategy.Type,
 		Logger:            log,
 	})
 	if err != nil {

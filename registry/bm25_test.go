@@ -1,0 +1,97 @@
+package registry_test
+
+import (
+	"sync"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/utcpd/utcpd/registry"
+)
+
+func TestSearchBM25(t *testing.T) {
+	r := registry.New(registry.WithSearchStrategy(registry.StrategyBM25))
+	mustAdd(t, r,
+		manual("gh",
+			def{"repos_list_for_org", "List organization repositories", []string{"repos"}},
+			def{"issues_create", "Create an issue", []string{"issues"}},
+			def{"pullsMerge", "Merge a pull request", []string{"pulls"}},
+			def{"issues_list", "List issues assigned to the authenticated user", []string{"issues"}},
+		),
+		manual("n",
+			def{"noop", "", nil},
+		),
+	)
+	search := func(q string, limit int, tags ...string) []string { return toolNames(r.Search(q, limit, tags)) }
+	tests := []struct {
+		query string
+		limit int
+		tags  []string
+		want  []string
+	}{
+		// Name terms (camelCase, '_') and stemmed description words.
+		{"merge pull requests", 1, nil, []string{"gh.pullsMerge"}},
+		{"create a new issue", 1, nil, []string{"gh.issues_create"}},
+		{"repositories of an organization", 1, nil, []string{"gh.repos_list_for_org"}},
+		// Rarer terms weigh more: "assigned" is in one tool only.
+		{"issues assigned", 2, nil, []string{"gh.issues_list", "gh.issues_create"}},
+		// Zero scores follow in registration order; an empty query lists all.
+		{"", 0, nil, []string{"gh.repos_list_for_org", "gh.issues_create", "gh.pullsMerge", "gh.issues_list", "n.noop"}},
+		{"merge", 0, nil, []string{"gh.pullsMerge", "gh.repos_list_for_org", "gh.issues_create", "gh.issues_list", "n.noop"}},
+		// The tags filter, as the default strategy's.
+		{"merge", 0, []string{"ISSUES"}, []string{"gh.issues_create", "gh.issues_list"}},
+		{"merge", 0, []string{"none"}, []string{}},
+	}
+	for _, tc := range tests {
+		if diff := cmp.Diff(tc.want, search(tc.query, tc.limit, tc.tags...)); diff != "" {
+			t.Errorf("Search(%q, %d, %v) (-want +got):\n%s", tc.query, tc.limit, tc.tags, diff)
+		}
+	}
+	// The index follows registrations and removals.
+	mustAdd(t, r, manual("z", def{"zebra", "Feed the zebras", nil}))
+	if got := search("zebra", 1); len(got) != 1 || got[0] != "z.zebra" {
+		t.Errorf("after Add: %v", got)
+	}
+	if _, err := r.Remove("z"); err != nil {
+		t.Fatal(err)
+	}
+	if got := search("zebra", 0); len(got) != 5 || got[0] == "z.zebra" {
+		t.Errorf("after Remove: %v", got)
+	}
+}
+
+// Under -race: searches while manuals come and go rebuild the index
+// safely.
+func TestSearchBM25Concurrent(t *testing.T) {
+	r := registry.New(registry.WithSearchStrategy(registry.StrategyBM25))
+	mustAdd(t, r, manual("a", def{"get_weather", "Weather for a city", []string{"weather"}}))
+	var wg sync.WaitGroup
+	for i := range 4 {
+		wg.Go(func() {
+			for range 50 {
+				if got := r.Search("weather city", 1, nil); len(got) != 1 || got[0].Name != "a.get_weather" {
+					t.Errorf("search %d: %v", i, toolNames(got))
+					return
+				}
+			}
+		})
+	}
+	wg.Go(func() {
+		for range 50 {
+			mustAdd(t, r, manual("b", def{"noise", "Something else", nil}))
+			if _, err := r.Remove("b"); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+	wg.Wait()
+}
+
+func TestUnknownStrategyPanics(t *testing.T) {
+	defer func() {
+		if recover() == nil {
+			t.Error("New took an unknown strategy")
+		}
+	}()
+	registry.New(registry.WithSearchStrategy("in_mem_embeddings"))
+}
