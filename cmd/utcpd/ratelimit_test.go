@@ -130,6 +130,29 @@ func TestRateLimitMCP(t *testing.T) {
 	}
 }
 
+// TestRateLimitMCPStdio: "utcpd mcp --config" applies the
+// configuration's rate limits in its own process.
+func TestRateLimitMCPStdio(t *testing.T) {
+	be := startBackend(t)
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "cfg.json")
+	writeFile(t, cfg, fmt.Sprintf(`{"manual_call_templates": [%s], "gateway": {"rate_limits": [{"tools": "demo.add", "rate": "1/h"}]}}`, be.template("demo")))
+	c, err := connectMCP(t, mcpCommand(dir, nil, "--config", cfg), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := c.call(t, "demo.add", `{"a": 1, "b": 2}`, nil); err != nil || res.IsError {
+		t.Fatalf("first call: %v %+v", err, res)
+	}
+	res, err := c.call(t, "demo.add", `{"a": 1, "b": 2}`, nil)
+	if err != nil || !res.IsError || !strings.HasPrefix(resultText(res), "rate limited: retry after ") {
+		t.Errorf("second call: %v %+v", err, res)
+	}
+	if be.F.Calls() != 1 {
+		t.Errorf("the backend saw %d calls, want 1", be.F.Calls())
+	}
+}
+
 // TestRateLimitConcurrency: max_concurrent 1 on the slow sleep tool. While
 // one sleep runs, a second concurrent call is refused at once (429,
 // limit max_concurrent) without reaching the backend; once the first
