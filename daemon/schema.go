@@ -940,7 +940,7 @@ func rateLimitsSchema() obj {
 			"principal":      obj{"type": "string", "description": "The caller it applies to: \"key:<8 hex>\" of an API key (the first 8 hex digits of its SHA-256), a named key's name. " + glob},
 			"tools":          obj{"type": "string", "description": "Qualified tool names (\"github.*\"), utcpd prompt names or resource URIs it applies to. " + glob},
 			"manuals":        obj{"type": "string", "description": "Manual names it applies to. " + glob},
-			"rate":           obj{"type": "string", "pattern": `^\s*[1-9][0-9]*\s*/\s*(s|sec|second|m|min|minute|h|hour)\s*$`, "description": "A token bucket's refill: \"<n>/<unit>\", unit s, m or h (\"5/s\", \"100/m\", \"1000/h\"). One budget for every call the rule matches; on PostgreSQL shared by the replicas (docs/ratelimits.md)."},
+			"rate":           obj{"type": "string", "pattern": `^\s*[1-9][0-9]*\s*/\s*(s|sec|second|m|min|minute|h|hour|([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+)\s*$`, "description": "A token bucket's refill: \"<n>/<period>\", period s, m, h or a duration (\"5/s\", \"100/m\", \"1000/h\", \"20/10s\"). One budget for every call the rule matches; on PostgreSQL shared by the replicas (docs/ratelimits.md)."},
 			"burst":          obj{"type": "integer", "minimum": 0, "description": "The bucket's capacity: calls admitted at once after a quiet spell (0 or absent: n of rate). Needs rate."},
 			"max_concurrent": obj{"type": "integer", "minimum": 0, "description": "The most matching calls in flight at once on this daemon; 0 is no cap."},
 		},

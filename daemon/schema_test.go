@@ -643,7 +643,7 @@ func TestGatewaySchemaAgrees(t *testing.T) {
 		reflect.TypeFor[json.RawMessage]():  {`[{"kind": "deny_all"}]`, `[]`},
 		reflect.TypeFor[codemode.Options](): {`{"max_timeout": "1m", "enabled": false, "max_tool_calls": 10}`, `{}`},
 		reflect.TypeFor[MCPSection]():       {`{"codemode": true, "native_names": ["m.s"]}`, `{}`},
-		reflect.TypeFor[[]ratelimit.Rule](): {`[]`, `[{"rate": "5/s"}]`, `[{"max_concurrent": 2}, {"name": "ci", "principal": "ci-bot", "tools": "github.*", "manuals": "g*", "rate": " 100 / m", "burst": 10, "max_concurrent": 4}]`},
+		reflect.TypeFor[[]ratelimit.Rule](): {`[]`, `[{"rate": "5/s"}]`, `[{"max_concurrent": 2}, {"name": "ci", "principal": "ci-bot", "tools": "github.*", "manuals": "g*", "rate": " 100 / m", "burst": 10, "max_concurrent": 4}, {"rate": "20/10s"}, {"rate": "3/1m30s"}]`},
 	}
 	bad := map[reflect.Type][]string{
 		reflect.TypeFor[string]():           {`5`, `["x"]`, `{}`},

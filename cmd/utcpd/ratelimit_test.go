@@ -184,7 +184,7 @@ func TestRateLimitConcurrency(t *testing.T) {
 // message naming it (exit 2, as every invalid configuration).
 func TestRateLimitConfigErrors(t *testing.T) {
 	for rules, want := range map[string]string{
-		`[{"tools": "demo.*", "rate": "5/d"}]`: "gateway.rate_limits: [0]: rate \"5/d\": the unit must be s, m or h",
+		`[{"tools": "demo.*", "rate": "5/d"}]`: "gateway.rate_limits: [0]: rate \"5/d\": the period must be s, m, h or a duration such as 10s",
 		`[{"tools": "demo.*", "rat": "5/s"}]`:  `unknown field "rat" (did you mean "rate"?)`,
 		`[{"tools": "demo.*", "burst": 3}]`:    `needs a "rate"`,
 		`{"tools": "demo.*", "rate": "5/s"}`:   "must be an array of rule objects",

@@ -14,13 +14,13 @@ import (
 )
 
 func TestParseRate(t *testing.T) {
-	for in, want := range map[string]float64{"5/s": 5, "100/m": 100.0 / 60, "1000/h": 1000.0 / 3600, " 2 / minute ": 2.0 / 60} {
+	for in, want := range map[string]float64{"5/s": 5, "100/m": 100.0 / 60, "1000/h": 1000.0 / 3600, " 2 / minute ": 2.0 / 60, "20/10s": 2, "3/1m30s": 3.0 / 90} {
 		got, _, err := ParseRate(in)
 		if err != nil || math.Abs(got-want) > 1e-12 {
 			t.Errorf("ParseRate(%q) = %v, %v; want %v", in, got, err, want)
 		}
 	}
-	for _, in := range []string{"", "5", "0/s", "-1/s", "5/d", "x/s", "1.5/s"} {
+	for _, in := range []string{"", "5", "0/s", "-1/s", "5/d", "x/s", "1.5/s", "5/0s", "5/-1s"} {
 		if _, _, err := ParseRate(in); err == nil {
 			t.Errorf("ParseRate(%q) accepted", in)
 		}
@@ -40,7 +40,7 @@ func TestParseRules(t *testing.T) {
 		`{}`:                                  "must be an array",
 		`[1]`:                                 "rate_limits[0]: must be an object",
 		`[{"tools": "x"}]`:                    `rate_limits[0]: needs a "rate"`,
-		`[{"rate": "5/d"}]`:                   "the unit must be s, m or h",
+		`[{"rate": "5/d"}]`:                   "the period must be s, m, h or a duration",
 		`[{"rate": "5/s", "burts": 3}]`:       `unknown field "burts" (did you mean "burst"?)`,
 		`[{"rate": "5/s", "burst": -1}]`:      "burst must be a positive integer",
 		`[{"max_concurrent": 2, "burst": 1}]`: "burst needs a rate",

@@ -68,8 +68,9 @@ var ruleKeys = []string{"name", "principal", "tools", "manuals", "rate", "burst"
 
 var nameRE = regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,64}$`)
 
-// ParseRate parses "<n>/<unit>" (unit s, m or h, or second, minute,
-// hour) into tokens per second and n.
+// ParseRate parses "<n>/<period>" into tokens per second and n: the
+// period s, m or h (also sec, second, min, minute, hour), or a positive
+// Go duration ("20/10s", "1/1h30m").
 func ParseRate(s string) (perSecond float64, n int, err error) {
 	num, unit, ok := strings.Cut(strings.TrimSpace(s), "/")
 	if !ok {
@@ -88,7 +89,10 @@ func ParseRate(s string) (perSecond float64, n int, err error) {
 	case "h", "hour":
 		per = time.Hour
 	default:
-		return 0, 0, fmt.Errorf("rate %q: the unit must be s, m or h", s)
+		per, err = time.ParseDuration(strings.TrimSpace(unit))
+		if err != nil || per <= 0 {
+			return 0, 0, fmt.Errorf("rate %q: the period must be s, m, h or a duration such as 10s", s)
+		}
 	}
 	return float64(n) / per.Seconds(), n, nil
 }
