@@ -43,40 +43,60 @@ var (
 const bm25Fields = 3
 
 // bm25Index is the inverted index of the registered tools for BM25F,
-// built from the registry's tools on the first BM25 search after a
-// change (gen is the registry's mutation count it was built at).
+// built from a snapshot of the registry's tools on the first BM25
+// search after a change (gen is the registry's mutation count it was
+// built at), outside the registry's lock: a search, a call or a
+// registration never waits for it.
 type bm25Index struct {
 	gen      uint64
+	docs     []*entry // the indexed tools; postings point into it
 	postings map[string][]bm25Posting
-	lens     [][bm25Fields]float32 // by slot
+	lens     [][bm25Fields]float32 // by doc
 	avg      [bm25Fields]float64
-	n        int
 }
 
 type bm25Posting struct {
-	slot int32
-	tf   [bm25Fields]float32
+	doc int32
+	tf  [bm25Fields]float32
 }
 
-// bm25 returns the current index, building it when the registry changed.
-// r.mu is held for reading.
+// bm25 returns an index of the registry: the current one, built now if
+// the registry changed since the last, or the last one while another
+// search is building its successor.
 func (r *Registry) bm25() *bm25Index {
-	if idx := r.bm25Idx.Load(); idx != nil && idx.gen == r.mutations {
+	r.mu.RLock()
+	gen := r.mutations
+	idx := r.bm25Idx.Load()
+	if idx != nil && idx.gen == gen {
+		r.mu.RUnlock()
 		return idx
 	}
-	r.bm25Mu.Lock()
+	docs := make([]*entry, 0, r.ntools)
+	for _, ms := range r.order {
+		docs = append(docs, ms.entries...)
+	}
+	r.mu.RUnlock()
+	if idx != nil && !r.bm25Mu.TryLock() {
+		return idx // being rebuilt: a tool registered a moment ago may be missing
+	}
+	if idx == nil {
+		r.bm25Mu.Lock()
+	}
 	defer r.bm25Mu.Unlock()
-	if idx := r.bm25Idx.Load(); idx != nil && idx.gen == r.mutations {
-		return idx
+	if cur := r.bm25Idx.Load(); cur != nil && cur.gen >= gen {
+		return cur
 	}
-	idx := &bm25Index{gen: r.mutations, postings: map[string][]bm25Posting{}, lens: make([][bm25Fields]float32, len(r.slots))}
+	idx = buildBM25(gen, docs)
+	r.bm25Idx.Store(idx)
+	return idx
+}
+
+// buildBM25 indexes docs, the registry's tools at mutation count gen.
+func buildBM25(gen uint64, docs []*entry) *bm25Index {
+	idx := &bm25Index{gen: gen, docs: docs, postings: map[string][]bm25Posting{}, lens: make([][bm25Fields]float32, len(docs))}
 	var sum [bm25Fields]float64
 	tf := map[string]*[bm25Fields]float32{}
-	for slot, e := range r.slots {
-		if e == nil {
-			continue
-		}
-		idx.n++
+	for d, e := range docs {
 		clear(tf)
 		count := func(f int, s string) {
 			bm25Terms(s, func(t string) {
@@ -86,7 +106,7 @@ func (r *Registry) bm25() *bm25Index {
 					tf[t] = c
 				}
 				c[f]++
-				idx.lens[slot][f]++
+				idx.lens[d][f]++
 			})
 		}
 		count(0, strings.TrimPrefix(e.tool.Name, e.tool.Manual+"."))
@@ -95,18 +115,17 @@ func (r *Registry) bm25() *bm25Index {
 			count(2, tag)
 		}
 		for t, c := range tf {
-			idx.postings[t] = append(idx.postings[t], bm25Posting{slot: int32(slot), tf: *c})
+			idx.postings[t] = append(idx.postings[t], bm25Posting{doc: int32(d), tf: *c})
 		}
 		for f := range bm25Fields {
-			sum[f] += float64(idx.lens[slot][f])
+			sum[f] += float64(idx.lens[d][f])
 		}
 	}
 	for f := range bm25Fields {
-		if idx.n > 0 {
-			idx.avg[f] = max(sum[f]/float64(idx.n), 1)
+		if len(docs) > 0 {
+			idx.avg[f] = max(sum[f]/float64(len(docs)), 1)
 		}
 	}
-	r.bm25Idx.Store(idx)
 	return idx
 }
 
@@ -124,57 +143,63 @@ func (r *Registry) searchBM25(query string, limit int, tags []string) []*Tool {
 			terms = append(terms, t)
 		}
 	})
+	idx := r.bm25()
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	if r.ntools == 0 {
 		return nil
 	}
-	var allowed []bool
+	var allowed map[*entry]bool
 	if len(tags) > 0 {
-		allowed = make([]bool, len(r.slots))
-		found := false
+		allowed = map[*entry]bool{}
 		for _, t := range tags {
 			if p := r.tagIdx[strings.ToLower(t)]; p != nil {
 				for _, slot := range p.slots {
-					allowed[slot], found = true, true
+					allowed[r.slots[slot]] = true
 				}
 			}
 		}
-		if !found {
+		if len(allowed) == 0 {
 			return nil
 		}
 	}
-	idx := r.bm25()
-	scores := make([]float64, len(r.slots))
+	// live: the tool is still registered (the index may be a moment
+	// older than the registry) and passes the tags filter.
+	live := func(e *entry) bool {
+		return r.manuals[e.tool.Manual] == e.ms && (allowed == nil || allowed[e])
+	}
+	scores := make([]float64, len(idx.docs))
 	var hits []scored
+	var hitDocs []int32
+	n := float64(len(idx.docs))
 	for _, t := range terms {
 		ps := idx.postings[t]
 		if len(ps) == 0 {
 			continue
 		}
 		df := float64(len(ps))
-		idf := math.Log(1 + (float64(idx.n)-df+0.5)/(df+0.5))
+		idf := math.Log(1 + (n-df+0.5)/(df+0.5))
 		for _, p := range ps {
-			if allowed != nil && !allowed[p.slot] {
-				continue
-			}
 			var w float64
 			for f := range bm25Fields {
 				if p.tf[f] == 0 {
 					continue
 				}
-				norm := 1 - bm25B[f] + bm25B[f]*float64(idx.lens[p.slot][f])/idx.avg[f]
+				norm := 1 - bm25B[f] + bm25B[f]*float64(idx.lens[p.doc][f])/idx.avg[f]
 				w += bm25Weight[f] * float64(p.tf[f]) / norm
 			}
-			if scores[p.slot] == 0 {
-				e := r.slots[p.slot]
-				hits = append(hits, scored{e: e, ord: e.order()})
+			if scores[p.doc] == 0 {
+				hitDocs = append(hitDocs, p.doc)
 			}
-			scores[p.slot] += idf * w / (bm25K1 + w)
+			scores[p.doc] += idf * w / (bm25K1 + w)
 		}
 	}
-	for i := range hits {
-		hits[i].score = scores[hits[i].e.slot]
+	hit := make(map[*entry]bool, len(hitDocs))
+	for _, d := range hitDocs {
+		if e := idx.docs[d]; live(e) {
+			hits = append(hits, scored{e: e, score: scores[d], ord: e.order()})
+			hit[e] = true
+		}
 	}
 	cmp := func(a, b scored) int {
 		switch {
@@ -194,21 +219,21 @@ func (r *Registry) searchBM25(query string, limit int, tags []string) []*Tool {
 	} else {
 		slices.SortFunc(hits, cmp)
 	}
-	n := r.ntools
+	want := r.ntools
 	if limit > 0 {
-		n = min(n, limit)
+		want = min(want, limit)
 	}
-	out := make([]*Tool, 0, min(n, len(hits)+16))
+	out := make([]*Tool, 0, min(want, len(hits)+16))
 	for _, h := range hits {
 		out = append(out, h.e.tool)
 	}
 	// Zero-score tools, in registration order.
 	for _, ms := range r.order {
 		for _, e := range ms.entries {
-			if len(out) >= n {
+			if len(out) >= want {
 				return out
 			}
-			if scores[e.slot] == 0 && (allowed == nil || allowed[e.slot]) {
+			if !hit[e] && (allowed == nil || allowed[e]) {
 				out = append(out, e.tool)
 			}
 		}

@@ -1,8 +1,10 @@
 package registry_test
 
 import (
+	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -94,4 +96,41 @@ func TestUnknownStrategyPanics(t *testing.T) {
 		}
 	}()
 	registry.New(registry.WithSearchStrategy("in_mem_embeddings"))
+}
+
+// BenchmarkSearchBM25_100k is BenchmarkSearch100k's limit10 case with
+// StrategyBM25 over the same 100,000 tools; ms-build is the first
+// search after a change, which builds the index.
+//
+//	go test -run '^$' -bench SearchBM25 -benchmem ./registry/
+func BenchmarkSearchBM25_100k(b *testing.B) {
+	c := loadCorpus()
+	r := registry.New(registry.WithSearchStrategy(registry.StrategyBM25))
+	for _, m := range c.manuals {
+		if err := r.Add(m); err != nil {
+			b.Fatal(err)
+		}
+	}
+	start := time.Now()
+	r.Search("warm", 1, nil)
+	build := time.Since(start)
+	queries := make([]string, 64)
+	for i := range queries {
+		queries[i] = c.vocab[2+i%20] + " " + c.vocab[(i*7919)%len(c.vocab)] + " " + c.tags[i%len(c.tags)]
+	}
+	lat := make([]time.Duration, 0, b.N)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		t0 := time.Now()
+		if len(r.Search(queries[i%len(queries)], 10, nil)) == 0 {
+			b.Fatal("no results")
+		}
+		lat = append(lat, time.Since(t0))
+	}
+	b.StopTimer()
+	slices.Sort(lat)
+	b.ReportMetric(float64(build.Microseconds())/1000, "ms-build")
+	b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "ms-p50")
+	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "ms-p99")
 }
