@@ -7,10 +7,13 @@ import (
 	"net/http"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/utcpd/utcpd/internal/pgtest"
 )
 
 // rateDaemon starts the built daemon serving the demo HTTP server's
@@ -207,4 +210,75 @@ func grepLines(s, sub string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// TestRateLimitReplicas: two daemons on one PostgreSQL database share a
+// rule's bucket (10 calls an hour): 40 calls at once spread over both
+// admit at most the burst plus one share per replica (docs/deploy.md).
+// And a replica's unused share goes back at shutdown: A makes one call
+// of another such rule (leasing a share of 2), B then spends what is
+// left (8), and once A stopped a third replica finds A's unused token.
+func TestRateLimitReplicas(t *testing.T) {
+	srv := pgtest.New(t)
+	be := startBackend(t)
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "utcpd.json")
+	writeFile(t, cfg, fmt.Sprintf(`{"manual_call_templates": [%s], "gateway": {"rate_limits": [
+  {"name": "echo", "tools": "demo.echo", "rate": "10/h"},
+  {"name": "add", "tools": "demo.add", "rate": "10/h"}]}}`, be.template("demo")))
+	rs := &replicaSet{t: t, srv: srv, dsn: srv.Database(t), config: cfg}
+	a, b := rs.start(false), rs.start(false)
+	const calls, burst, share = 40, 10, 2
+	codes := make(chan int, calls)
+	var wg sync.WaitGroup
+	for i := range calls {
+		p := []*proc{a, b}[i%2]
+		wg.Go(func() {
+			st, retry, code := limitedCall(t, p, "demo.echo", `{"i": 1}`)
+			if st == http.StatusTooManyRequests && (code != "rate_limited" || retry == "") {
+				t.Errorf("429 with code %q, Retry-After %q", code, retry)
+			}
+			codes <- st
+		})
+	}
+	wg.Wait()
+	close(codes)
+	admitted := 0
+	for st := range codes {
+		switch st {
+		case http.StatusOK:
+			admitted++
+		case http.StatusTooManyRequests:
+		default:
+			t.Errorf("status %d", st)
+		}
+	}
+	t.Logf("two replicas admitted %d of %d concurrent calls", admitted, calls)
+	if admitted > burst+2*share || admitted < burst-2*share {
+		t.Errorf("two replicas admitted %d of %d calls; want %d ± one share per replica", admitted, calls, burst)
+	}
+	if got := int(be.F.Calls()); got != admitted {
+		t.Errorf("the backend saw %d calls, want %d", got, admitted)
+	}
+
+	add := func(p *proc, n int) (ok int) {
+		for range n {
+			if st, _, _ := limitedCall(t, p, "demo.add", `{"a": 1, "b": 2}`); st == http.StatusOK {
+				ok++
+			}
+		}
+		return ok
+	}
+	if got := add(a, 1); got != 1 {
+		t.Fatalf("A: %d of 1", got)
+	}
+	if got := add(b, burst+5); got != burst-share {
+		t.Errorf("B admitted %d, want %d (the bucket less A's share)", got, burst-share)
+	}
+	a.stop()
+	b.stop()
+	c := rs.start(false)
+	if got := add(c, 3); got != share-1 {
+		t.Errorf("C admitted %d after A stopped, want %d: A's unused token returned", got, share-1)
+	}
 }
