@@ -156,6 +156,33 @@ func TestRateLimitMCPStdio(t *testing.T) {
 	}
 }
 
+// TestRateLimitCodeMode: calls from CodeMode's call_tool count against
+// the rules like any other front's; the refusal raises a table whose
+// code is rate_limited.
+func TestRateLimitCodeMode(t *testing.T) {
+	d, be := rateDaemon(t, `[{"tools": "demo.add", "rate": "2/h"}]`)
+	code := `local codes = {}
+for i = 1, 3 do
+  local ok, err = pcall(call_tool, "demo.add", {a = i, b = 1})
+  codes[i] = ok and "ok" or err.code
+end
+return codes`
+	body, _ := json.Marshal(map[string]any{"code": code})
+	status, data := request(t, http.MethodPost, d.URL+"/v1/codemode", "", string(body))
+	var out struct {
+		Result []string `json:"result"`
+	}
+	if err := json.Unmarshal(data, &out); status != http.StatusOK || err != nil {
+		t.Fatalf("POST /v1/codemode: %d %s", status, data)
+	}
+	if strings.Join(out.Result, ",") != "ok,ok,rate_limited" {
+		t.Errorf("CodeMode calls: %v (%s), want ok, ok, rate_limited", out.Result, data)
+	}
+	if be.F.Calls() != 2 {
+		t.Errorf("the backend saw %d calls, want 2", be.F.Calls())
+	}
+}
+
 // TestRateLimitConcurrency: max_concurrent 1 on the slow sleep tool. While
 // one sleep runs, a second concurrent call is refused at once (429,
 // limit max_concurrent) without reaching the backend; once the first
