@@ -3,13 +3,34 @@ package daemon
 import (
 	"errors"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/utcpd/utcpd/gateway"
 	"github.com/utcpd/utcpd/gateway/ratelimit"
 )
+
+// KeyRules returns rules followed by one rule per named key with a
+// rate_limit or a max_concurrent: Principal the key's name, Rate and
+// MaxConcurrent the key's, named "apikey:<name>" (a prefix the
+// configuration's own rules may not use).
+func KeyRules(rules []ratelimit.Rule, keys []gateway.APIKey) []ratelimit.Rule {
+	out := slices.Clone(rules)
+	for _, k := range keys {
+		if k.RateLimit == nil && k.MaxConcurrent <= 0 {
+			continue
+		}
+		r := ratelimit.Rule{Name: ratelimit.KeyRulePrefix + k.Name, Principal: k.Name, MaxConcurrent: max(k.MaxConcurrent, 0)}
+		if k.RateLimit != nil {
+			r.Rate = k.RateLimit.String()
+		}
+		out = append(out, r)
+	}
+	return out
+}
 
 // newRateLimiter builds the limiter of gateway.rate_limits; nil when
 // there are no rules. shared, when not nil, holds the buckets that

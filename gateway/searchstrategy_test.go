@@ -15,7 +15,7 @@ func TestSearchStrategyBM25(t *testing.T) {
 	first := func(strategy string) string {
 		g := newGateway(t, gateway.Options{SearchStrategy: strategy})
 		register(t, g, httpManual("demo", base+"/utcp"))
-		got := g.SearchTools("sleeping", 1, nil)
+		got := g.SearchTools(t.Context(), "sleeping", 1, nil)
 		if len(got) != 1 {
 			t.Fatalf("%s: %d results", strategy, len(got))
 		}

@@ -135,8 +135,9 @@ func buildBM25(gen uint64, docs []*entry) *bm25Index {
 // times the field's weight, normalised by the field's length against its
 // average (b), and idf(t) = ln(1 + (N - df + 0.5)/(df + 0.5)). The tags
 // filter, the order of equal scores and the zero-score tail are those of
-// the default strategy.
-func (r *Registry) searchBM25(query string, limit int, tags []string) []*Tool {
+// the default strategy, and so is scope (SearchIn): a tool outside it is
+// neither scored nor listed.
+func (r *Registry) searchBM25(scope Scope, query string, limit int, tags []string) []*Tool {
 	var terms []string
 	bm25Terms(query, func(t string) {
 		if !slices.Contains(terms, t) {
@@ -164,9 +165,9 @@ func (r *Registry) searchBM25(query string, limit int, tags []string) []*Tool {
 		}
 	}
 	// live: the tool is still registered (the index may be a moment
-	// older than the registry) and passes the tags filter.
+	// older than the registry), passes the tags filter and is in scope.
 	live := func(e *entry) bool {
-		return r.manuals[e.tool.Manual] == e.ms && (allowed == nil || allowed[e])
+		return r.manuals[e.tool.Manual] == e.ms && (allowed == nil || allowed[e]) && allows(scope, e)
 	}
 	scores := make([]float64, len(idx.docs))
 	var hits []scored
@@ -233,7 +234,7 @@ func (r *Registry) searchBM25(query string, limit int, tags []string) []*Tool {
 			if len(out) >= want {
 				return out
 			}
-			if !hit[e] && (allowed == nil || allowed[e]) {
+			if !hit[e] && (allowed == nil || allowed[e]) && allows(scope, e) {
 				out = append(out, e.tool)
 			}
 		}

@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/utcpd/utcpd/registry"
+	"github.com/utcpd/utcpd/utcp"
 )
 
 func TestSearchBM25(t *testing.T) {
@@ -59,6 +60,31 @@ func TestSearchBM25(t *testing.T) {
 	}
 	if got := search("zebra", 0); len(got) != 5 || got[0] == "z.zebra" {
 		t.Errorf("after Remove: %v", got)
+	}
+}
+
+type onlyScope map[string]bool
+
+func (s onlyScope) Allows(def *utcp.Tool) bool { return s[def.Name] }
+
+// SearchIn with bm25: a tool outside the scope is neither scored nor
+// listed, not even in the zero-score tail.
+func TestSearchBM25Scope(t *testing.T) {
+	r := registry.New(registry.WithSearchStrategy(registry.StrategyBM25))
+	mustAdd(t, r, manual("gh",
+		def{"pulls_merge", "Merge a pull request", nil},
+		def{"repos_delete", "Delete a repository", nil},
+		def{"issues_create", "Create an issue", nil},
+	))
+	sc := onlyScope{"gh.pulls_merge": true, "gh.issues_create": true}
+	for q, want := range map[string][]string{
+		"delete a repository": {"gh.pulls_merge", "gh.issues_create"},
+		"merge":               {"gh.pulls_merge", "gh.issues_create"},
+		"create issue":        {"gh.issues_create", "gh.pulls_merge"},
+	} {
+		if diff := cmp.Diff(want, toolNames(r.SearchIn(sc, q, 0, nil))); diff != "" {
+			t.Errorf("SearchIn(%q) (-want +got):\n%s", q, diff)
+		}
 	}
 }
 

@@ -126,16 +126,17 @@ type ExportQuery struct {
 }
 
 // ExportTools selects the tools of g by q and exports them in p's format,
-// named by the mapping over every registered tool (so that execution
+// named by the mapping over every tool the caller's scope allows
+// (gateway.ScopeFrom(ctx); so that execution, within the same scope,
 // finds them). It renders every tool (a one-off export); the Handler's
 // route gives the same bytes from its Cache.
-func ExportTools(g *gateway.Gateway, p Provider, q ExportQuery) (json.RawMessage, error) {
-	return exportTools(g, p, q, nil)
+func ExportTools(ctx context.Context, g *gateway.Gateway, p Provider, q ExportQuery) (json.RawMessage, error) {
+	return exportTools(ctx, g, p, q, nil)
 }
 
 // exportTools is ExportTools, through c when it is not nil.
-func exportTools(g *gateway.Gateway, p Provider, q ExportQuery, c *Cache) (json.RawMessage, error) {
-	tools, all := selectTools(g, q)
+func exportTools(ctx context.Context, g *gateway.Gateway, p Provider, q ExportQuery, c *Cache) (json.RawMessage, error) {
+	tools, all := selectTools(ctx, g, q)
 	if c != nil {
 		return c.Export(p, tools, all, q.Options)
 	}
@@ -144,15 +145,15 @@ func exportTools(g *gateway.Gateway, p Provider, q ExportQuery, c *Cache) (json.
 
 // selectTools returns the tools an export query names (CodeMode's first
 // when asked for) and every registered tool (for the name mapping).
-func selectTools(g *gateway.Gateway, q ExportQuery) (tools, all []*utcp.Tool) {
-	all = g.ListTools()
+func selectTools(ctx context.Context, g *gateway.Gateway, q ExportQuery) (tools, all []*utcp.Tool) {
+	all = g.ListTools(ctx)
 	if q.Q == "" && len(q.Tags) == 0 {
 		tools = all
 		if q.Limit > 0 && len(tools) > q.Limit {
 			tools = tools[:q.Limit]
 		}
 	} else {
-		tools = g.SearchTools(q.Q, q.Limit, q.Tags)
+		tools = g.SearchTools(ctx, q.Q, q.Limit, q.Tags)
 	}
 	if q.CodeMode {
 		tools = slices.DeleteFunc(slices.Clone(tools), func(t *utcp.Tool) bool { return t.Name == codemode.ToolName })
@@ -205,7 +206,7 @@ func (h *Handler) export(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
-	tools, all := selectTools(h.g, q)
+	tools, all := selectTools(r.Context(), h.g, q)
 	n, write, err := h.cache.ExportPieces(p, tools, all, q.Options)
 	if err != nil {
 		httpx.Logged(h.log, w, r, httpx.Errorf(utcp.CodeInternal, "exporting the tools: %w", err))
@@ -266,7 +267,7 @@ func (h *Handler) Run(ctx context.Context, calls []Call, principal string) []Out
 	if len(calls) == 0 {
 		return outs
 	}
-	names := h.cache.Names(h.g.ListTools())
+	names := h.cache.Names(h.g.ListTools(ctx))
 	sem := make(chan struct{}, h.parallel)
 	var wg sync.WaitGroup
 	for i, c := range calls {

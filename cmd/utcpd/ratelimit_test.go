@@ -31,11 +31,20 @@ func rateDaemon(t *testing.T, rules string) (*proc, *backend) {
 // and the error code of the answer, if any.
 func limitedCall(t *testing.T, d *proc, tool, args string) (status int, retryAfter string, code string) {
 	t.Helper()
+	return keyedCall(t, d, "", tool, args)
+}
+
+// keyedCall is limitedCall with an API key ("" for none).
+func keyedCall(t *testing.T, d *proc, key, tool, args string) (status int, retryAfter string, code string) {
+	t.Helper()
 	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, d.URL+"/v1/tools/"+tool+"/call", strings.NewReader(`{"arguments": `+args+`}`))
 	if err != nil {
 		t.Fatal(err)
 	}
 	req.Header.Set("Content-Type", "application/json")
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -307,5 +316,75 @@ func TestRateLimitReplicas(t *testing.T) {
 	c := rs.start(false)
 	if got := add(c, 3); got != share-1 {
 		t.Errorf("C admitted %d after A stopped, want %d: A's unused token returned", got, share-1)
+	}
+}
+
+// TestRateLimitNamedKeys: a named key's rate_limit and max_concurrent
+// are rules for its principal ("apikey:<name>"): the key is refused over
+// them while a plain key calling the same tool is not, the refusal names
+// the rule, the audit names the key, and /metrics counts it.
+func TestRateLimitNamedKeys(t *testing.T) {
+	be := startBackend(t)
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "utcpd.json")
+	writeFile(t, cfg, fmt.Sprintf(`{"manual_call_templates": [%s], "gateway": {"api_keys": [
+  {"name": "ci-bot", "key_env": "CI_KEY", "rate_limit": "2/h"},
+  {"name": "slow", "key_env": "SLOW_KEY", "max_concurrent": 1},
+  "plain-secret"]}}`, be.template("demo")))
+	d := startDaemon(t, daemonOpts{dir: dir, args: []string{"--config", cfg}, env: []string{"CI_KEY=ci-secret", "SLOW_KEY=slow-secret"}})
+	for i := range 2 {
+		if st, _, code := keyedCall(t, d, "ci-secret", "demo.echo", `{"i": 1}`); st != http.StatusOK {
+			t.Fatalf("ci-bot call %d: %d %s", i, st, code)
+		}
+	}
+	st, retry, code := keyedCall(t, d, "ci-secret", "demo.echo", `{"i": 1}`)
+	if st != http.StatusTooManyRequests || code != "rate_limited" || retry == "" {
+		t.Errorf("ci-bot's third call: %d %q Retry-After %q, want 429 rate_limited", st, code, retry)
+	}
+	for i := range 3 {
+		if st, _, code := keyedCall(t, d, "plain-secret", "demo.echo", `{"i": 1}`); st != http.StatusOK {
+			t.Errorf("plain key call %d: %d %s", i, st, code)
+		}
+	}
+	// slow: one call at a time.
+	first := make(chan int, 1)
+	before := be.F.Calls()
+	go func() {
+		st, _, _ := keyedCall(t, d, "slow-secret", "demo.sleep", `{"ms": 3000}`)
+		first <- st
+	}()
+	eventually(t, 10*time.Second, "slow's first sleep at the backend", func() bool { return be.F.Calls() == before+1 })
+	if st, _, code := keyedCall(t, d, "slow-secret", "demo.echo", `{"i": 1}`); st != http.StatusTooManyRequests || code != "rate_limited" {
+		t.Errorf("slow's second concurrent call: %d %s, want 429 rate_limited", st, code)
+	}
+	if st, _, _ := keyedCall(t, d, "ci-secret", "demo.sleep", `{"ms": 1}`); st != http.StatusTooManyRequests {
+		t.Errorf("ci-bot is still over its rate: %d", st)
+	}
+	if st := <-first; st != http.StatusOK {
+		t.Errorf("slow's first sleep: %d", st)
+	}
+
+	var page struct {
+		Records []struct{ Principal, Tool, Outcome string } `json:"records"`
+	}
+	eventually(t, 5*time.Second, "the refusals in the audit log", func() bool {
+		_, body := request(t, http.MethodGet, d.URL+"/admin/audit?outcome=rate_limited", "", "")
+		page.Records = nil
+		_ = json.Unmarshal(body, &page)
+		return len(page.Records) >= 3
+	})
+	principals := map[string]int{}
+	for _, r := range page.Records {
+		principals[r.Principal]++
+	}
+	if principals["ci-bot"] != 2 || principals["slow"] != 1 {
+		t.Errorf("refusals by principal %v, want ci-bot 2, slow 1", principals)
+	}
+	_, metrics := request(t, http.MethodGet, d.URL+"/metrics", "", "")
+	for _, want := range []string{`utcpd_rate_limit_refused_total{limit="rate",rule="apikey:ci-bot"} 2`,
+		`utcpd_rate_limit_refused_total{limit="max_concurrent",rule="apikey:slow"} 1`} {
+		if !strings.Contains(string(metrics), want) {
+			t.Errorf("metrics lack %s:\n%s", want, grepLines(string(metrics), "rate_limit"))
+		}
 	}
 }

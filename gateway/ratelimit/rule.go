@@ -66,7 +66,12 @@ type Rule struct {
 // ruleKeys are Rule's JSON keys, for unknown-key hints.
 var ruleKeys = []string{"name", "principal", "tools", "manuals", "rate", "burst", "max_concurrent"}
 
-var nameRE = regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,64}$`)
+var nameRE = regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,80}$`)
+
+// KeyRulePrefix starts the names of the rules the daemon makes of named
+// API keys' rate_limit and max_concurrent ("apikey:ci-bot"); the
+// configuration's rules may not use it (ParseRules).
+const KeyRulePrefix = "apikey:"
 
 // ParseRate parses "<n>/<period>" into tokens per second and n: the
 // period s, m or h (also sec, second, min, minute, hour), or a positive
@@ -124,7 +129,7 @@ func Validate(rules []Rule) error {
 		}
 		label := r.label(i)
 		if r.Name != "" && !nameRE.MatchString(r.Name) {
-			return fmt.Errorf("%s: name %q must be 1 to 64 letters, digits, '_', '.', ':' or '-'", at, r.Name)
+			return fmt.Errorf("%s: name %q must be 1 to 80 letters, digits, '_', '.', ':' or '-'", at, r.Name)
 		}
 		if j, dup := names[label]; dup {
 			return fmt.Errorf("%s: name %q is also the name of rate_limits[%d]", at, label, j)
@@ -164,6 +169,11 @@ func ParseRules(data []byte) ([]Rule, error) {
 				return nil, fmt.Errorf("rate_limits[%d].%s: must be %s", i, te.Field, kindName(te.Type.Kind().String()))
 			}
 			return nil, fmt.Errorf("rate_limits[%d]: %v", i, err)
+		}
+	}
+	for i, r := range rules {
+		if strings.HasPrefix(r.Name, KeyRulePrefix) {
+			return nil, fmt.Errorf("rate_limits[%d]: name %q: names starting with %q are the named API keys' own rules", i, r.Name, KeyRulePrefix)
 		}
 	}
 	if err := Validate(rules); err != nil {
