@@ -942,8 +942,8 @@ func apiKeysSchema() obj {
 			"tags":     strs("Tags the key is limited to: a tool needs one of them (any case). MCP resources and prompts have no tags: a key with tags sees none."),
 			"toolsets": strs("Toolsets the key sees (gateway.toolsets)."),
 			"rate_limit": obj{"type": "string", "pattern": `^\s*[0-9]+\s*/\s*\S+\s*$`, "examples": []any{"5/s", "100/m", "20/10s"},
-				"description": "The key's call rate: \"<count>/<period>\", period s, m, h or a Go duration."},
-			"max_concurrent": obj{"type": "integer", "minimum": 1, "description": "The key's calls in flight at most."},
+				"description": "The key's call rate: \"<count>/<period>\", period s, m, h or a Go duration; a rate limit rule apikey:<name> for the key (docs/ratelimits.md)."},
+			"max_concurrent": obj{"type": "integer", "minimum": 1, "description": "The key's calls in flight at most (per daemon; a rate limit rule apikey:<name>, docs/ratelimits.md)."},
 		},
 	}
 	return obj{"type": "array", "items": obj{"oneOf": []any{
