@@ -197,7 +197,7 @@ func loggableError(c utcp.Code) bool {
 	case utcp.CodeTransportError, utcp.CodeTimeout, utcp.CodeCanceled, utcp.CodeToolNotFound,
 		utcp.CodeAmbiguousTool, utcp.CodeProtocolNotAllowed, utcp.CodeGuardDenied, utcp.CodeGuardError,
 		utcp.CodeReviewPending, utcp.CodeGuardReviewTimeout, utcp.CodeVariableNotFound, utcp.CodeUnavailable, utcp.CodePayloadTooLarge,
-		utcp.CodeUnsupported, utcp.CodeInternal:
+		utcp.CodeUnsupported, utcp.CodeRateLimited, utcp.CodeInternal:
 		return true
 	}
 	return false

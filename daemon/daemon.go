@@ -26,6 +26,7 @@ import (
 	"github.com/utcpd/utcpd/api/mcpfront"
 	"github.com/utcpd/utcpd/gateway"
 	"github.com/utcpd/utcpd/gateway/audit"
+	"github.com/utcpd/utcpd/gateway/ratelimit"
 	"github.com/utcpd/utcpd/guard"
 	"github.com/utcpd/utcpd/guard/review"
 	"github.com/utcpd/utcpd/internal/netguard"
@@ -245,6 +246,24 @@ func (d *Daemon) Run(ctx context.Context) error {
 	// The gateway and the HTTP handler.
 	obs := api.NewObserver(log.With("component", "calls"), nil)
 	d.observer = obs
+	var shared ratelimit.SharedStore
+	if d.pg != nil {
+		shared = d.pg
+	}
+	// gateway.rate_limits, then the named keys' rate_limit and
+	// max_concurrent, each a rule for the key's principal.
+	limiter, err := newRateLimiter(KeyRules(s.RateLimits, namedKeys), shared, log.With("component", "ratelimit"))
+	if err != nil {
+		return &UsageError{Err: err}
+	}
+	defer func() {
+		// Unused leased tokens go back to the replicas' shared buckets.
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := limiter.Close(ctx); err != nil {
+			log.Warn("returning leased rate limit tokens", "err", err)
+		}
+	}()
 	g, err := gateway.New(gateway.Options{
 		Guard:             d.guards,
 		Reviews:           d.reviews,
@@ -254,12 +273,14 @@ func (d *Daemon) Run(ctx context.Context) error {
 		PostProcessors:    postProcessors(d.conf.Cfg),
 		TagWeight:         weight(d.conf.Cfg, true),
 		DescriptionWeight: weight(d.conf.Cfg, false),
+		SearchStrategy:    searchStrategy(d.conf.Cfg),
 		OnCall:            obs.OnCall,
 		Store:             d.store,
 		Logger:            log.With("component", "gateway"),
 		MaxToolsPerManual: s.MaxToolsPerManual,
 		MaxManualBytes:    s.MaxManualBytes,
 		PinDefault:        s.PinDefault,
+		RateLimits:        limiter,
 		PrincipalScope:    func(p string) *gateway.Scope { return scopes[p] },
 	})
 	if err != nil {
@@ -544,12 +565,22 @@ func (d *Daemon) noteRestartOnly(next *Config) {
 	if !reflect.DeepEqual(prev.PostProcessors, cur.PostProcessors) {
 		changed = append(changed, "post_processing")
 	}
-	if prev.SearchStrategy.TagWeight != cur.SearchStrategy.TagWeight || prev.SearchStrategy.DescriptionWeight != cur.SearchStrategy.DescriptionWeight {
+	if prev.SearchStrategy.TagWeight != cur.SearchStrategy.TagWeight || prev.SearchStrategy.DescriptionWeight != cur.SearchStrategy.DescriptionWeight ||
+		prev.SearchStrategy.Type != cur.SearchStrategy.Type {
 		changed = append(changed, "tool_search_strategy")
 	}
 	if len(changed) > 0 {
 		d.log.Warn("configuration sections changed that apply only after a restart", "sections", changed)
 	}
+}
+
+// searchStrategy is the configuration's tool_search_strategy_type, ""
+// without a configuration.
+func searchStrategy(cfg *manuals.Config) string {
+	if cfg == nil {
+		return ""
+	}
+	return cfg.SearchStrategy.Type
 }
 
 func postProcessors(cfg *manuals.Config) []manuals.PostProcessor {

@@ -30,6 +30,7 @@ import (
 	"unicode"
 
 	"github.com/utcpd/utcpd/api/codemode"
+	"github.com/utcpd/utcpd/gateway/ratelimit"
 	"github.com/utcpd/utcpd/guard"
 	"github.com/utcpd/utcpd/manuals"
 	"github.com/utcpd/utcpd/transports"
@@ -216,7 +217,7 @@ var topLevelDocs = map[string]string{
 	"variables":             "Variables for ${VAR} and $VAR in templates, by exact name (namespaced: manual web_scraper's API_KEY is web__scraper_API_KEY). Looked up before the loaders and the environment.",
 	"load_variables_from":   "Variable loaders, tried in order after variables and before the environment.",
 	"tool_repository":       "Where a UTCP client keeps its tools; read for compatibility (utcpd keeps its own registry).",
-	"tool_search_strategy":  "How tools are searched (GET /v1/tools?q=): tag_and_description_word_match with its weights.",
+	"tool_search_strategy":  "How tools are searched (GET /v1/tools?q=, search_tools): tag_and_description_word_match with its weights (the default), or bm25 (BM25F over tool names, descriptions and tags; docs/benchmarks.md has its recall). Read at start.",
 	"post_processing":       "Post-processors applied to every tool result, in order.",
 	"gateway":               "utcpd's own settings for utcpd serve (docs/cli.md, utcpd serve). Relative paths are relative to this file.",
 }
@@ -845,6 +846,8 @@ func (b *schemaBuilder) settingSchema(f reflect.StructField, key string) obj {
 		return b.codeModeSchema()
 	case reflect.TypeFor[MCPSection]():
 		return mcpSectionSchema()
+	case reflect.TypeFor[[]ratelimit.Rule]():
+		return rateLimitsSchema()
 	}
 	switch f.Type.Kind() {
 	case reflect.String:
@@ -941,8 +944,8 @@ func apiKeysSchema() obj {
 			"tags":     strs("Tags the key is limited to: a tool needs one of them (any case). MCP resources and prompts have no tags: a key with tags sees none."),
 			"toolsets": strs("Toolsets the key sees (gateway.toolsets)."),
 			"rate_limit": obj{"type": "string", "pattern": `^\s*[0-9]+\s*/\s*\S+\s*$`, "examples": []any{"5/s", "100/m", "20/10s"},
-				"description": "The key's call rate: \"<count>/<period>\", period s, m, h or a Go duration."},
-			"max_concurrent": obj{"type": "integer", "minimum": 1, "description": "The key's calls in flight at most."},
+				"description": "The key's call rate: \"<count>/<period>\", period s, m, h or a Go duration; a rate limit rule apikey:<name> for the key (docs/ratelimits.md)."},
+			"max_concurrent": obj{"type": "integer", "minimum": 1, "description": "The key's calls in flight at most (per daemon; a rate limit rule apikey:<name>, docs/ratelimits.md)."},
 		},
 	}
 	return obj{"type": "array", "items": obj{"oneOf": []any{
@@ -963,6 +966,28 @@ func mcpSectionSchema() obj {
 			"description": "How long a call of a 2026-07-28 client parked on an input-required result waits for the client's retry before it is cancelled (docs/mcp.md)."},
 		"max_input_calls": obj{"type": "integer", "minimum": 1, "default": 16,
 			"description": "The calls of one principal parked on input-required results at once; a server request that would park one more is declined."},
+	}}
+}
+
+// rateLimitsSchema is the schema of gateway.rate_limits (read by
+// ratelimit.ParseRules: unknown keys are errors; each rule needs a rate
+// or a max_concurrent).
+func rateLimitsSchema() obj {
+	glob := "A glob ('*' any run of characters, dots included; '?' one character); absent matches everything."
+	return obj{"type": "array", "items": obj{
+		"type":                 "object",
+		"additionalProperties": false,
+		"anyOf":                []any{obj{"required": []any{"rate"}}, obj{"required": []any{"max_concurrent"}}},
+		"dependentRequired":    obj{"burst": []any{"rate"}},
+		"properties": obj{
+			"name":           obj{"type": "string", "pattern": `^[A-Za-z0-9_.:-]{1,80}$`, "not": obj{"pattern": "^apikey:"}, "description": "The rule's label in metrics (utcpd_rate_limit_refused_total{rule}), errors and audit reasons; default its index. Unique; apikey:… names are the named keys' own rules."},
+			"principal":      obj{"type": "string", "description": "The caller it applies to: \"key:<8 hex>\" of an API key (the first 8 hex digits of its SHA-256), a named key's name. " + glob},
+			"tools":          obj{"type": "string", "description": "Qualified tool names (\"github.*\"), utcpd prompt names or resource URIs it applies to. " + glob},
+			"manuals":        obj{"type": "string", "description": "Manual names it applies to. " + glob},
+			"rate":           obj{"type": "string", "pattern": `^\s*[1-9][0-9]*\s*/\s*(s|sec|second|m|min|minute|h|hour|([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+)\s*$`, "description": "A token bucket's refill: \"<n>/<period>\", period s, m, h or a duration (\"5/s\", \"100/m\", \"1000/h\", \"20/10s\"). One budget for every call the rule matches; on PostgreSQL shared by the replicas (docs/ratelimits.md)."},
+			"burst":          obj{"type": "integer", "minimum": 0, "description": "The bucket's capacity: calls admitted at once after a quiet spell (0 or absent: n of rate). Needs rate."},
+			"max_concurrent": obj{"type": "integer", "minimum": 0, "description": "The most matching calls in flight at once on this daemon; 0 is no cap."},
+		},
 	}}
 }
 
@@ -1039,6 +1064,7 @@ var gatewayDocs = map[string]string{
 	"max_tools_per_manual":  "The most tools one manual may list; a manual with more is not registered (default 20000).",
 	"max_manual_bytes":      "The largest manual document discovery reads, in bytes (default 16 MiB).",
 	"pin_default":           "The pin mode of manuals whose call template sets no \"pin\": off (a changed tool definition serves at once), warn (it serves, is pinned and recorded in the audit log) or hold (the pinned definitions keep serving until an admin approves the change). Default: hold for manuals fetched over the network, warn for cli, text and file manuals (docs/security.md, \"Pinned tool definitions\").",
+	"rate_limits":           "Call rates and concurrency caps (docs/ratelimits.md): each rule matches by principal, tools and manuals and admits a call after its checks, before dispatch; every matching rule applies; over a limit the call is refused with rate_limited (HTTP 429 with Retry-After). Unknown keys in a rule are errors.",
 }
 
 // codeModeDocs describe the keys of the codemode object, with

@@ -16,6 +16,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/utcpd/utcpd/api/codemode"
+	"github.com/utcpd/utcpd/gateway/ratelimit"
 	"github.com/utcpd/utcpd/internal/schematest"
 	"github.com/utcpd/utcpd/manuals"
 	"github.com/utcpd/utcpd/transports"
@@ -642,6 +643,7 @@ func TestGatewaySchemaAgrees(t *testing.T) {
 		reflect.TypeFor[json.RawMessage]():  {`[{"kind": "deny_all"}]`, `[]`},
 		reflect.TypeFor[codemode.Options](): {`{"max_timeout": "1m", "enabled": false, "max_tool_calls": 10}`, `{}`},
 		reflect.TypeFor[MCPSection]():       {`{"codemode": true, "native_names": ["m.s"]}`, `{}`, `{"input_timeout": "90s", "max_input_calls": 3}`},
+		reflect.TypeFor[[]ratelimit.Rule](): {`[]`, `[{"rate": "5/s"}]`, `[{"max_concurrent": 2}, {"name": "ci", "principal": "ci-bot", "tools": "github.*", "manuals": "g*", "rate": " 100 / m", "burst": 10, "max_concurrent": 4}, {"rate": "20/10s"}, {"rate": "3/1m30s"}]`},
 	}
 	bad := map[reflect.Type][]string{
 		reflect.TypeFor[string]():           {`5`, `["x"]`, `{}`},
@@ -652,6 +654,8 @@ func TestGatewaySchemaAgrees(t *testing.T) {
 		reflect.TypeFor[json.RawMessage]():  {`{"kind": "deny_all"}`, `"deny_all"`},
 		reflect.TypeFor[codemode.Options](): {`5`, `{"max_timout": "1m"}`, `{"enabled": "no"}`, `{"max_tool_calls": 0}`, `{"default_timeout": null}`},
 		reflect.TypeFor[MCPSection]():       {`5`, `{"codmode": true}`, `{"codemode": "yes"}`, `{"native_names": ["nodot"]}`, `{"max_input_calls": 0}`, `{"input_timeout": "soon"}`},
+		reflect.TypeFor[[]ratelimit.Rule](): {`{"rate": "5/s"}`, `[{"tools": "x"}]`, `[{"rate": "5/d"}]`, `[{"rate": "0/s"}]`, `[{"rate": "5/s", "burts": 1}]`,
+			`[{"rate": "5/s", "burst": "ten"}]`, `[{"max_concurrent": 1, "burst": 1}]`, `[{"max_concurrent": -1}]`, `[{"rate": "5/s", "name": "a b"}]`, `[5]`},
 	}
 	overrides := map[string]struct{ good, bad []string }{
 		"log_format":      {[]string{`"text"`, `"json"`}, []string{`"xml"`, `"JSON "`}},

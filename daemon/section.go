@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/utcpd/utcpd/api/codemode"
+	"github.com/utcpd/utcpd/gateway/ratelimit"
 	"github.com/utcpd/utcpd/guard"
 	"github.com/utcpd/utcpd/manuals"
 	"github.com/utcpd/utcpd/registry"
@@ -256,6 +257,15 @@ func readSection(dst reflect.Value, obj map[string]json.RawMessage, keys []strin
 		f, ok := fields[key]
 		if !ok {
 			out = append(out, finding{key: key})
+			continue
+		}
+		if f.Type == reflect.TypeFor[[]ratelimit.Rule]() {
+			rules, err := ratelimit.ParseRules(v)
+			if err != nil {
+				out = append(out, finding{key, strings.TrimPrefix(err.Error(), "rate_limits")})
+				continue
+			}
+			dst.FieldByIndex(f.Index).Set(reflect.ValueOf(rules))
 			continue
 		}
 		if f.Type == reflect.TypeFor[MCPSection]() {

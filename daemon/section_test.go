@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/utcpd/utcpd/api/codemode"
+	"github.com/utcpd/utcpd/gateway/ratelimit"
 	"github.com/utcpd/utcpd/manuals"
 )
 
@@ -29,6 +30,7 @@ func TestEveryGatewayKeyReads(t *testing.T) {
 		reflect.TypeFor[json.RawMessage]():  `[{"kind": "deny_all"}]`,
 		reflect.TypeFor[codemode.Options](): `{"max_timeout": "1m", "enabled": false}`,
 		reflect.TypeFor[MCPSection]():       `{"codemode": true, "native_names": ["m.srv"]}`,
+		reflect.TypeFor[[]ratelimit.Rule](): `[{"tools": "github.*", "rate": "100/m", "burst": 10, "max_concurrent": 4}]`,
 	}
 	keys := 0
 	for _, f := range reflect.VisibleFields(reflect.TypeFor[Settings]()) {

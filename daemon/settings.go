@@ -7,6 +7,7 @@ import (
 	"github.com/utcpd/utcpd/api/codemode"
 	"github.com/utcpd/utcpd/gateway"
 	"github.com/utcpd/utcpd/gateway/audit"
+	"github.com/utcpd/utcpd/gateway/ratelimit"
 	"github.com/utcpd/utcpd/guard/review"
 	"github.com/utcpd/utcpd/manuals"
 )
@@ -104,6 +105,11 @@ type Settings struct {
 	// gateway.Options.PinDefault); "" keeps the gateway's default: hold
 	// for manuals fetched over the network, warn for cli, text and file.
 	PinDefault string `json:"pin_default"`
+
+	// RateLimits are the call rates and concurrency caps
+	// (gateway.rate_limits, read and validated by ratelimit.ParseRules;
+	// docs/ratelimits.md).
+	RateLimits []ratelimit.Rule `json:"rate_limits"`
 }
 
 // MCPSection is the gateway section's mcp object, the /mcp front:

@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/utcpd/utcpd/gateway/audit"
+	"github.com/utcpd/utcpd/gateway/ratelimit"
 	"github.com/utcpd/utcpd/guard"
 	"github.com/utcpd/utcpd/guard/review"
 	"github.com/utcpd/utcpd/internal/netguard"
@@ -75,6 +76,15 @@ type prepared struct {
 	tr    transports.Counted
 	// policy confines the connections of a remote manual's tool.
 	policy *netguard.Policy
+	// ticket holds the call's concurrency slots (Options.RateLimits).
+	ticket ratelimit.Ticket
+}
+
+// leave ends a prepared call: its manual's call count and its rate
+// limit ticket.
+func (p *prepared) leave() {
+	p.state.calls.leave()
+	p.ticket.Release()
 }
 
 // CallTool calls a tool once. In order: the name resolves within the
@@ -83,7 +93,8 @@ type prepared struct {
 // not resolve fails after it, as tool_not_found); the manual's
 // allowed_communication_protocols is checked again; arguments are
 // validated against the tool's input schema; variables are substituted;
-// the transport carries the call exactly once; post-processors shape the
+// the rate limits admit it (Options.RateLimits: a refusal is
+// rate_limited, nothing dispatched); the transport carries the call exactly once; post-processors shape the
 // result. A failure the tool reports is a *utcp.ToolError; every other
 // failure is an error with a utcp.Code.
 func (g *Gateway) CallTool(ctx context.Context, name string, args map[string]any, opts CallOptions) (*utcp.Result, error) {
@@ -117,7 +128,7 @@ func (g *Gateway) call(ctx context.Context, name string, args map[string]any, op
 		dctx = startDispatch(dctx, &rec, p)
 	}
 	res, err := p.tr.CallTool(dctx, &p.call)
-	p.state.calls.leave()
+	p.leave()
 	if err != nil {
 		return nil, true, g.finish(ctx, &rec, t, nil, fmt.Errorf("%s: %w", p.tool.Name, err))
 	}
@@ -243,7 +254,7 @@ func (g *Gateway) CallToolStreaming(ctx context.Context, name string, args map[s
 	}
 	if err != nil {
 		cancel()
-		p.state.calls.leave()
+		p.leave()
 		return nil, g.finish(ctx, rec, t, nil, fmt.Errorf("%s: %w", p.tool.Name, err))
 	}
 	return &gatewayStream{g: g, p: p, inner: stream, rec: rec, ticket: t, cancel: cancel}, nil
@@ -310,6 +321,11 @@ func (g *Gateway) prepare(ctx context.Context, name string, args map[string]any,
 		if tr, err = g.transport(tmpl.Type); err != nil {
 			return nil, err
 		}
+	}
+	// Rate limits and concurrency caps: after every check, so that
+	// a refused call spends no token; before dispatch.
+	if p.ticket, err = g.opts.RateLimits.Acquire(ctx, opts.Principal, tool.Manual, tool.Name); err != nil {
+		return nil, err
 	}
 	if args == nil {
 		args = map[string]any{}
@@ -443,7 +459,7 @@ func (s *gatewayStream) end(err error) {
 	if !s.done.CompareAndSwap(false, true) {
 		return
 	}
-	s.p.state.calls.leave()
+	s.p.leave()
 	s.cancel()
 	_ = s.g.finish(context.Background(), s.rec, s.ticket, nil, err)
 }

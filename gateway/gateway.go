@@ -28,6 +28,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/utcpd/utcpd/gateway/audit"
+	"github.com/utcpd/utcpd/gateway/ratelimit"
 	"github.com/utcpd/utcpd/guard"
 	"github.com/utcpd/utcpd/guard/review"
 	"github.com/utcpd/utcpd/manuals"
@@ -54,6 +55,11 @@ type Options struct {
 	PostProcessors []manuals.PostProcessor
 	// TagWeight and DescriptionWeight tune search_tools (defaults 3 and 1).
 	TagWeight, DescriptionWeight float64
+	// SearchStrategy is the tool_search_strategy_type search_tools ranks
+	// with: registry.StrategyBM25 ("bm25"), or the default
+	// tag_and_description_word_match for "" and any type the registry
+	// does not implement (the configuration warned about it).
+	SearchStrategy string
 	// Tokens caches oauth2 tokens for every transport; default a cache
 	// over a pooled HTTP client (oauth2.NewTokenCache(nil)).
 	Tokens transports.TokenSource
@@ -96,6 +102,12 @@ type Options struct {
 	// Retry tunes the background retries of failed and degraded manuals
 	// (health.go); the zero value retries with DefaultBackoff.
 	Retry RetryOptions
+	// RateLimits, when set, admits or refuses each tool call, resource
+	// read and prompt get after its checks and before dispatch
+	// (gateway.rate_limits): a refused call fails with rate_limited, is
+	// audited with that outcome and never reaches its backend. nil limits
+	// nothing.
+	RateLimits *ratelimit.Limiter
 	// PrincipalScope, when set, returns the scope of a principal (the
 	// daemon's: its API key's), for the calls the gateway makes on a
 	// caller's behalf without the caller's context: an approved review
@@ -195,6 +207,9 @@ func New(opts Options) (*Gateway, error) {
 	var regOpts []registry.Option
 	if opts.TagWeight != 0 || opts.DescriptionWeight != 0 {
 		regOpts = append(regOpts, registry.WithSearchWeights(opts.TagWeight, opts.DescriptionWeight))
+	}
+	if opts.SearchStrategy != "" && registry.KnownStrategy(opts.SearchStrategy) {
+		regOpts = append(regOpts, registry.WithSearchStrategy(opts.SearchStrategy))
 	}
 	g.reg = registry.New(regOpts...)
 	vars := opts.Variables

@@ -255,7 +255,8 @@ func contains(list []string, s string) bool {
 // ReadResource reads a resource by its utcpd URI (resources/read): the
 // guard chain decides it as a guard.Call of Kind guard.ActionResource,
 // the manual's allowed_communication_protocols must allow its type, the
-// backend answers, and the read is audited (Kind "resource"). The
+// rate limits must admit it (Options.RateLimits, matching the URI as the
+// rule's tools), the backend answers, and the read is audited (Kind "resource"). The
 // answer is the backend's ReadResourceResult, its contents' URIs the
 // backend's own. Failures carry a utcp.Code (not_found for a URI no
 // backend serves; a backend's JSON-RPC error keeps its code in the
@@ -278,9 +279,9 @@ func (g *Gateway) readResource(ctx context.Context, uri string, opts CallOptions
 
 // GetPrompt gets a prompt by its utcpd name (prompts/get), with the same
 // guard chain (Kind guard.ActionPrompt, the arguments as the call's),
-// protocol check and audit as ReadResource. The answer is the backend's
-// GetPromptResult. opts.NoWait parks a prompt get that needs review, as
-// for ReadResource.
+// protocol check, rate limits and audit as ReadResource. The answer is
+// the backend's GetPromptResult. opts.NoWait parks a prompt get that
+// needs review, as for ReadResource.
 func (g *Gateway) GetPrompt(ctx context.Context, name string, args map[string]string, opts CallOptions) (json.RawMessage, error) {
 	res, _, err := g.getPrompt(ctx, name, args, opts)
 	return res, err
@@ -332,6 +333,11 @@ func (g *Gateway) mcpAction(ctx context.Context, kind, name string, args map[str
 			"%s %q uses communication protocol %q which is not allowed by manual %q (allowed: %v)", kind, name, mt.Type, tg.b.manual, mt.AllowedProtocols()).
 			WithDetail("protocol", mt.Type).WithDetail("allowed_protocols", mt.AllowedProtocols()))
 	}
+	ticket, err := g.opts.RateLimits.Acquire(ctx, opts.Principal, tg.b.manual, name)
+	if err != nil {
+		return nil, false, g.finish(ctx, &rec, t, nil, err)
+	}
+	defer ticket.Release()
 	dctx := ctx
 	if opts.Timeout > 0 {
 		var cancel context.CancelFunc

@@ -438,10 +438,11 @@ type APIKey struct {
 	// Toolsets names the toolsets the key sees (gateway.toolsets, not
 	// enforced here).
 	Toolsets []string
-	// RateLimit, when set, caps the key's calls (not enforced here).
-	RateLimit *RateLimit
-	// MaxConcurrent, when positive, caps the key's calls in flight (not
-	// enforced here).
+	// RateLimit, when set, caps the key's calls; MaxConcurrent, when
+	// positive, its calls in flight. Not enforced here: the daemon makes
+	// each a gateway/ratelimit rule for the key's principal
+	// ("apikey:<name>"), which Options.RateLimits enforces.
+	RateLimit     *RateLimit
 	MaxConcurrent int
 }
 

@@ -22,6 +22,7 @@ var (
 	searchStrategyFields = map[string][]string{
 		"tag_and_description_word_match": {"tool_search_strategy_type", "tag_weight", "description_weight"},
 		"in_mem_embeddings":              {"tool_search_strategy_type", "model_name", "similarity_threshold", "max_workers", "cache_embeddings"},
+		"bm25":                           {"tool_search_strategy_type"},
 	}
 	toolFilterFields    = []string{"exclude_tools", "only_include_tools", "exclude_manuals", "only_include_manuals"}
 	postProcessorFields = map[string][]string{

@@ -20,6 +20,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -89,6 +90,7 @@ type Option func(*options)
 
 type options struct {
 	tagWeight, descWeight float64
+	strategy              string
 }
 
 // WithSearchWeights sets the weights of the tag and description matches
@@ -106,6 +108,13 @@ func WithSearchWeights(tag, desc float64) Option {
 // wait at most for that short update and never for discovery.
 type Registry struct {
 	tagWeight, descWeight float64
+	strategy              string // WithSearchStrategy
+
+	// mutations counts the index updates (insert, remove): the BM25
+	// index is rebuilt when it changed (bm25.go).
+	mutations uint64
+	bm25Idx   atomic.Pointer[bm25Index]
+	bm25Mu    sync.Mutex // serialises building the BM25 index
 
 	mu      sync.RWMutex
 	manuals map[string]*manualState
@@ -185,9 +194,13 @@ func New(opts ...Option) *Registry {
 			panic(fmt.Sprintf("registry: search weight %v must be finite and non-negative", w))
 		}
 	}
+	if !KnownStrategy(o.strategy) {
+		panic(fmt.Sprintf("registry: unknown search strategy %q", o.strategy))
+	}
 	return &Registry{
 		tagWeight:  o.tagWeight,
 		descWeight: o.descWeight,
+		strategy:   o.strategy,
 		manuals:    map[string]*manualState{},
 		byName:     map[string]*entry{},
 		byShort:    map[string][]*entry{},
@@ -752,6 +765,7 @@ func (r *Registry) prepare(m *Manual) (*manualState, error) {
 
 // insert indexes ms. r.mu is held for writing; ms.seq is set.
 func (r *Registry) insert(ms *manualState) {
+	r.mutations++
 	r.manuals[ms.m.Name] = ms
 	ms.descPostings = make([]*posting, len(ms.words))
 	for id, w := range ms.words {
@@ -850,6 +864,7 @@ func (e *entry) order() uint64 { return e.ms.seq<<32 | uint64(uint32(e.idx)) }
 
 // remove unindexes ms. r.mu is held for writing.
 func (r *Registry) remove(ms *manualState) {
+	r.mutations++
 	delete(r.manuals, ms.m.Name)
 	if len(r.dying) < len(r.slots) {
 		r.dying = make([]bool, len(r.slots)+len(r.slots)/4)

@@ -8,7 +8,9 @@ import (
 
 // Search ranks the registered tools against query with python-utcp's
 // default strategy, tag_and_description_word_match, and returns at most
-// limit of them, best first.
+// limit of them, best first. A registry made WithSearchStrategy(
+// StrategyBM25) ranks by BM25F instead (searchBM25), with the same tags
+// filter, tie order and zero-score tail.
 //
 // The query is lowercased and split into the set of its \w+ words (Python's
 // Unicode \w: letters, numbers, underscore). When tags is non-empty only
@@ -43,6 +45,9 @@ func (r *Registry) Search(query string, limit int, tags []string) []*Tool {
 // not considered (the limit counts the tools returned). A nil scope is
 // Search.
 func (r *Registry) SearchIn(scope Scope, query string, limit int, tags []string) []*Tool {
+	if r.strategy == StrategyBM25 {
+		return r.searchBM25(scope, query, limit, tags)
+	}
 	ql := strings.ToLower(query)
 	qwords := map[string]struct{}{}
 	var qlist []string

@@ -44,6 +44,7 @@ const (
 	CodeNotFound             Code = "not_found"              // no such route or object
 	CodeMethodNotAllowed     Code = "method_not_allowed"     // wrong HTTP method
 	CodeUnavailable          Code = "unavailable"            // the daemon is not ready
+	CodeRateLimited          Code = "rate_limited"           // a rate limit or concurrency cap refused the call (gateway.rate_limits); details.retry_after_seconds
 	CodeInternal             Code = "internal"               // a bug: please report it
 )
 
@@ -55,7 +56,7 @@ func Codes() []Code {
 		CodeToolNotFound, CodeAmbiguousTool, CodeInvalidArguments, CodeProtocolNotAllowed,
 		CodeGuardDenied, CodeGuardError, CodeReviewPending, CodeGuardReviewTimeout, CodeToolError, CodeTransportError,
 		CodeTimeout, CodeCanceled, CodeUnsupported, CodePayloadTooLarge, CodeUnsupportedMediaType, CodeUnauthorized, CodeForbidden,
-		CodeNotFound, CodeMethodNotAllowed, CodeUnavailable, CodeInternal,
+		CodeNotFound, CodeMethodNotAllowed, CodeUnavailable, CodeRateLimited, CodeInternal,
 	}
 }
 

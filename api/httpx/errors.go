@@ -14,6 +14,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"strconv"
 
 	"github.com/utcpd/utcpd/utcp"
 )
@@ -55,6 +56,7 @@ var statusOf = map[utcp.Code]int{
 	utcp.CodeNotFound:             http.StatusNotFound,
 	utcp.CodeMethodNotAllowed:     http.StatusMethodNotAllowed,
 	utcp.CodeUnavailable:          http.StatusServiceUnavailable,
+	utcp.CodeRateLimited:          http.StatusTooManyRequests,
 	utcp.CodeInternal:             http.StatusInternalServerError,
 }
 
@@ -70,6 +72,7 @@ var statusOf = map[utcp.Code]int{
 //	413 payload_too_large
 //	415 unsupported_media_type
 //	422 discovery_failed invalid_manual
+//	429 rate_limited (with Retry-After: details.retry_after_seconds)
 //	499 canceled
 //	500 internal variable_not_found invalid_config
 //	501 unsupported
@@ -173,12 +176,18 @@ func Problem(err error) (int, Envelope) {
 
 // WriteError writes err as an error envelope with its mapped status. An
 // unauthorized answer gets a WWW-Authenticate challenge when the handler
-// set none. The message of an internal error is not shown: log it first
+// set none; a rate_limited answer a Retry-After header, the whole seconds
+// of its details' retry_after_seconds. The message of an internal error is not shown: log it first
 // (Logged does both).
 func WriteError(w http.ResponseWriter, err error) {
 	status, env := Problem(err)
 	if env.Error.Code == utcp.CodeUnauthorized && w.Header().Get("WWW-Authenticate") == "" {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="utcpd"`)
+	}
+	if env.Error.Code == utcp.CodeRateLimited {
+		if s, ok := env.Error.Details["retry_after_seconds"].(int); ok && s > 0 {
+			w.Header().Set("Retry-After", strconv.Itoa(s))
+		}
 	}
 	WriteJSON(w, status, env)
 }

@@ -28,7 +28,7 @@ func TestStatusCoversEveryCode(t *testing.T) {
 		utcp.CodeDiscoveryFailed: 422, utcp.CodeUnavailable: 503, utcp.CodeCanceled: 499,
 		utcp.CodeInternal: 500, utcp.CodeManualReadOnly: 409, utcp.CodeForbidden: 403,
 		utcp.CodeToolError: 502, utcp.CodeUnsupported: 501, utcp.CodeInvalidConfig: 500, utcp.CodeInvalidManual: 422,
-		utcp.CodeUnsupportedMediaType: 415,
+		utcp.CodeUnsupportedMediaType: 415, utcp.CodeRateLimited: 429,
 	}
 	for _, c := range utcp.Codes() {
 		w, ok := want[c]

@@ -391,9 +391,12 @@ func (s *Server) failure(req *mcp.CallToolRequest, err error) (*mcp.CallToolResu
 	case utcp.CodeCanceled:
 		return nil, rpcError(jsonrpc.CodeInternalError, body.Code, body.Message, nil)
 	}
-	res := &mcp.CallToolResult{IsError: true, Content: []mcp.Content{
-		&mcp.TextContent{Text: fmt.Sprintf("%s: %s", body.Code, body.Message)},
-	}}
+	text := fmt.Sprintf("%s: %s", body.Code, body.Message)
+	if code == utcp.CodeRateLimited {
+		// "rate limited: retry after N s (...)" says it already.
+		text = body.Message
+	}
+	res := &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: text}}}
 	return res, nil
 }
 

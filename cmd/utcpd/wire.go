@@ -7,7 +7,9 @@ import (
 	"io"
 	"log/slog"
 
+	"github.com/utcpd/utcpd/daemon"
 	"github.com/utcpd/utcpd/gateway"
+	"github.com/utcpd/utcpd/gateway/ratelimit"
 	"github.com/utcpd/utcpd/manuals"
 	"github.com/utcpd/utcpd/transports"
 )
@@ -51,7 +53,18 @@ func newGatewayWith(ctx context.Context, cfg *manuals.Config, log *slog.Logger, 
 	if err != nil {
 		return nil, &exitError{code: exitUsage, err: err}
 	}
+	// The configuration's rate limits hold in-process too (utcpd mcp
+	// --config serves a long session); buckets are this process's own.
+	settings := defaultSettings()
+	daemon.ApplyGateway(&settings, cfg, nil, false)
+	var limiter *ratelimit.Limiter
+	if len(settings.RateLimits) > 0 {
+		if limiter, err = ratelimit.New(settings.RateLimits, ratelimit.Options{Logger: log}); err != nil {
+			return nil, &exitError{code: exitUsage, err: err}
+		}
+	}
 	g, err := gateway.New(gateway.Options{
+		RateLimits:        limiter,
 		Guard:             chain,
 		Audit:             auditor,
 		Transports:        transports.Default,
@@ -59,6 +72,7 @@ func newGatewayWith(ctx context.Context, cfg *manuals.Config, log *slog.Logger, 
 		PostProcessors:    cfg.PostProcessors,
 		TagWeight:         cfg.SearchStrategy.TagWeight,
 		DescriptionWeight: cfg.SearchStrategy.DescriptionWeight,
+		SearchStrategy:    cfg.SearchStrategy.Type,
 		Logger:            log,
 	})
 	if err != nil {

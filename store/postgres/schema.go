@@ -70,11 +70,20 @@ var migrations = [...][]string{
 		data       bytea NOT NULL
 	)`,
 		`CREATE INDEX pin_changes_manual ON pin_changes (manual, created_at)`},
+	// 5: the rate limit buckets replicas share (ratelimits.go): one row
+	// per rule, its tokens as of updated_at; granted is the size of the
+	// last lease, for the statement that takes it to return.
+	{`CREATE TABLE rate_buckets (
+		key        text COLLATE "C" PRIMARY KEY,
+		tokens     double precision NOT NULL,
+		granted    double precision NOT NULL,
+		updated_at timestamptz NOT NULL
+	)`},
 }
 
 // SchemaVersion is the schema version this package writes: the number of
 // migrations it knows.
-const SchemaVersion = 4
+const SchemaVersion = 5
 
 // Both differences must be non-negative: SchemaVersion == len(migrations).
 const _ = uint(SchemaVersion-len(migrations)) + uint(len(migrations)-SchemaVersion)
