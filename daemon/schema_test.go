@@ -642,6 +642,9 @@ func TestGatewaySchemaAgrees(t *testing.T) {
 		reflect.TypeFor[json.RawMessage]():  {`[{"kind": "deny_all"}]`, `[]`},
 		reflect.TypeFor[codemode.Options](): {`{"max_timeout": "1m", "enabled": false, "max_tool_calls": 10}`, `{}`},
 		reflect.TypeFor[MCPSection]():       {`{"codemode": true, "native_names": ["m.s"]}`, `{}`},
+		reflect.TypeFor[Toolsets](): {`{}`, `{"mini": {"include": ["demo.add"], "rename": {"demo.add": "plus"}}}`,
+			`{"gh": {"include": ["github.*"], "exclude": ["github.admin*"], "tags": ["read"], "hidden": {"github.repos/list": {"owner": "acme"}},
+			  "description": {"github.repos/list": "List acme's repositories."}, "annotations": {"readOnlyHint": true}, "discovery": "search"}}`},
 	}
 	bad := map[reflect.Type][]string{
 		reflect.TypeFor[string]():           {`5`, `["x"]`, `{}`},
@@ -652,6 +655,9 @@ func TestGatewaySchemaAgrees(t *testing.T) {
 		reflect.TypeFor[json.RawMessage]():  {`{"kind": "deny_all"}`, `"deny_all"`},
 		reflect.TypeFor[codemode.Options](): {`5`, `{"max_timout": "1m"}`, `{"enabled": "no"}`, `{"max_tool_calls": 0}`, `{"default_timeout": null}`},
 		reflect.TypeFor[MCPSection]():       {`5`, `{"codmode": true}`, `{"codemode": "yes"}`, `{"native_names": ["nodot"]}`},
+		reflect.TypeFor[Toolsets](): {`5`, `["mini"]`, `{"mini": {"includ": ["a"]}}`, `{"bad name": {"include": ["a"]}}`,
+			`{"mini": {"include": "a"}}`, `{"mini": {"include": ["a"], "discovery": "list"}}`,
+			`{"mini": {"include": ["a"], "rename": {"a": "no spaces"}}}`, `{"mini": {"include": ["a"], "annotations": {"readOnly": true}}}`},
 	}
 	overrides := map[string]struct{ good, bad []string }{
 		"log_format":      {[]string{`"text"`, `"json"`}, []string{`"xml"`, `"JSON "`}},

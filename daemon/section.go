@@ -261,6 +261,15 @@ func readSection(dst reflect.Value, obj map[string]json.RawMessage, keys []strin
 			dst.FieldByIndex(f.Index).Set(reflect.ValueOf(m))
 			continue
 		}
+		if f.Type == reflect.TypeFor[Toolsets]() {
+			ts, msg := readToolsets(v)
+			if msg != "" {
+				out = append(out, finding{key, msg})
+				continue
+			}
+			dst.FieldByIndex(f.Index).Set(reflect.ValueOf(ts))
+			continue
+		}
 		if f.Type == reflect.TypeFor[codemode.Options]() {
 			o, off, msg := readCodeMode(v)
 			if msg != "" {

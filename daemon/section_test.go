@@ -29,6 +29,7 @@ func TestEveryGatewayKeyReads(t *testing.T) {
 		reflect.TypeFor[json.RawMessage]():  `[{"kind": "deny_all"}]`,
 		reflect.TypeFor[codemode.Options](): `{"max_timeout": "1m", "enabled": false}`,
 		reflect.TypeFor[MCPSection]():       `{"codemode": true, "native_names": ["m.srv"]}`,
+		reflect.TypeFor[Toolsets]():         `{"mini": {"include": ["demo.add"], "rename": {"demo.add": "plus"}}}`,
 	}
 	keys := 0
 	for _, f := range reflect.VisibleFields(reflect.TypeFor[Settings]()) {

@@ -72,6 +72,9 @@ type Record struct {
 	// (an MCP resources/read; Tool is the URI) or "prompt" (an MCP
 	// prompts/get). Empty for tool calls.
 	Kind string `json:"kind,omitempty"`
+	// Toolset names the toolset the call came through ("" when none);
+	// Tool and Qualified are then the real qualified name.
+	Toolset string `json:"toolset,omitempty"`
 }
 
 // Clone returns a copy of r that shares no memory with it.
