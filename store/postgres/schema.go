@@ -54,11 +54,19 @@ var migrations = [...][]string{
 		`CREATE INDEX audit_time ON audit (time)`,
 		`CREATE INDEX audit_tool ON audit (tool, id)`,
 		`CREATE INDEX audit_qualified ON audit (qualified, id)`},
+	// 4: the toolsets created through the admin API
+	// (gateway.ToolsetStore), as in store/sqlite. Every write notifies
+	// utcpd_toolsets.
+	{`CREATE TABLE toolsets (
+		name       text COLLATE "C" PRIMARY KEY,
+		spec       bytea NOT NULL,
+		updated_at timestamptz NOT NULL DEFAULT now()
+	)`},
 }
 
 // SchemaVersion is the schema version this package writes: the number of
 // migrations it knows.
-const SchemaVersion = 3
+const SchemaVersion = 4
 
 // Both differences must be non-negative: SchemaVersion == len(migrations).
 const _ = uint(SchemaVersion-len(migrations)) + uint(len(migrations)-SchemaVersion)

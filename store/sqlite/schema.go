@@ -55,11 +55,19 @@ var migrations = [...][]string{
 		`CREATE INDEX audit_time ON audit (time)`,
 		`CREATE INDEX audit_tool ON audit (tool, id)`,
 		`CREATE INDEX audit_qualified ON audit (qualified, id)`},
+	// 4: the toolsets created through the admin API
+	// (gateway.ToolsetStore). spec is the toolset's JSON; updated_at is
+	// when the row was last written, in Unix nanoseconds.
+	{`CREATE TABLE toolsets (
+		name       TEXT PRIMARY KEY,
+		spec       BLOB NOT NULL,
+		updated_at INTEGER NOT NULL
+	)`},
 }
 
 // SchemaVersion is the schema version this package writes: the number of
 // migrations it knows.
-const SchemaVersion = 3
+const SchemaVersion = 4
 
 // Both differences must be non-negative: SchemaVersion == len(migrations).
 const _ = uint(SchemaVersion-len(migrations)) + uint(len(migrations)-SchemaVersion)
