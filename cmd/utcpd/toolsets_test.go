@@ -223,3 +223,155 @@ func TestToolsetConfigRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestToolsetAdminPersisted creates, replaces and deletes toolsets over
+// /admin/toolsets with the SQLite store; a created toolset serves at once
+// (REST and /mcp/{toolset}), survives a daemon restart, and the config
+// file's toolset is listed but read-only.
+func TestToolsetAdminPersisted(t *testing.T) {
+	t.Parallel()
+	be := startBackend(t)
+	dir, dataDir := t.TempDir(), filepath.Join(t.TempDir(), "data")
+	d := startToolsetDaemon(t, be, `{"fixed": {"include": ["demo.echo"]}}`, daemonOpts{dir: dir, dataDir: dataDir})
+
+	st, body := request(t, http.MethodPost, d.URL+"/admin/toolsets", "",
+		`{"name": "math", "include": ["demo.add"], "rename": {"demo.add": "plus"}, "hidden": {"demo.add": {"b": 1}}}`)
+	if st != http.StatusCreated || !strings.Contains(string(body), `"qualified":"demo.add"`) || !strings.Contains(string(body), `"name":"plus"`) {
+		t.Fatalf("POST /admin/toolsets: %d %s", st, body)
+	}
+	for _, c := range []struct {
+		method, path, body string
+		status             int
+		code               string
+	}{
+		{http.MethodPost, "/admin/toolsets", `{"name": "math", "include": ["demo.add"]}`, 409, "manual_exists"},
+		{http.MethodPost, "/admin/toolsets", `{"name": "x", "include": ["demo.add"], "rename": {"demo.add": "a b"}}`, 400, "invalid_request"},
+		{http.MethodPost, "/admin/toolsets", `{"name": "x", "includ": ["demo.add"]}`, 400, "invalid_request"},
+		{http.MethodPut, "/admin/toolsets/fixed", `{"include": ["demo.add"]}`, 409, "manual_read_only"},
+		{http.MethodDelete, "/admin/toolsets/fixed", ``, 409, "manual_read_only"},
+		{http.MethodGet, "/admin/toolsets/nope", ``, 404, "not_found"},
+		{http.MethodDelete, "/admin/toolsets/nope", ``, 404, "not_found"},
+	} {
+		st, body := request(t, c.method, d.URL+c.path, "", c.body)
+		if st != c.status || !strings.Contains(string(body), `"`+c.code+`"`) {
+			t.Errorf("%s %s %s: %d %s, want %d %s", c.method, c.path, c.body, st, body, c.status, c.code)
+		}
+	}
+	if st, body := request(t, http.MethodPost, d.URL+"/v1/toolsets/math/tools/plus/call", "", `{"arguments": {"a": 2}}`); st != 200 || !strings.Contains(string(body), `"sum":3`) {
+		t.Errorf("calling the created toolset: %d %s", st, body)
+	}
+	// Replaced: b is now fixed to 40; and a second one to delete.
+	if st, body := request(t, http.MethodPut, d.URL+"/admin/toolsets/math", "",
+		`{"include": ["demo.add"], "rename": {"demo.add": "plus"}, "hidden": {"demo.add": {"b": 40}}}`); st != 200 {
+		t.Fatalf("PUT math: %d %s", st, body)
+	}
+	if st, body := request(t, http.MethodPut, d.URL+"/admin/toolsets/temp", "", `{"include": ["demo.*"]}`); st != 201 {
+		t.Fatalf("PUT temp: %d %s", st, body)
+	}
+	if st, body := request(t, http.MethodDelete, d.URL+"/admin/toolsets/temp", "", ""); st != 204 {
+		t.Fatalf("DELETE temp: %d %s", st, body)
+	}
+
+	if code := d.stop(); code != 0 {
+		t.Fatalf("stop: exit %d", code)
+	}
+	d = startDaemon(t, daemonOpts{dir: dir, dataDir: dataDir})
+	eventually(t, 10*time.Second, "demo tools", func() bool { return toolNames(t, d)["demo.add"] })
+	st, body = request(t, http.MethodGet, d.URL+"/admin/toolsets", "", "")
+	var list struct {
+		Toolsets []struct{ Name, Source string } `json:"toolsets"`
+	}
+	if st != 200 || json.Unmarshal(body, &list) != nil {
+		t.Fatalf("GET /admin/toolsets: %d %s", st, body)
+	}
+	if fmt.Sprint(list.Toolsets) != "[{fixed config} {math api}]" {
+		t.Errorf("toolsets after the restart: %v, want fixed (config) and math (api), not temp", list.Toolsets)
+	}
+	c, err := connectMCP(t, &mcp.StreamableClientTransport{Endpoint: d.URL + "/mcp/math", MaxRetries: -1}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if names := c.toolNames(t); !slices.Equal(names, []string{"plus"}) {
+		t.Errorf("/mcp/math after the restart lists %v", names)
+	}
+	if res, err := c.call(t, "plus", `{"a": 2}`, nil); err != nil || !strings.Contains(resultText(res), `"sum":42`) {
+		t.Errorf("plus after the restart: %v %+v, want sum 42 (the replaced b)", err, res)
+	}
+}
+
+// TestToolsetDiscovery: a toolset with discovery "search" lists only the
+// three meta-tools; search_tools finds a member, describe_tool gives its
+// schema (without the hidden argument), call_tool calls it. Replay: a
+// call_tool (or describe_tool) of a real tool outside the toolset, or of
+// a renamed member's real name, is tool_not_found and reaches no backend.
+func TestToolsetDiscovery(t *testing.T) {
+	t.Parallel()
+	be := startBackend(t)
+	d := startToolsetDaemon(t, be, `{
+  "find": {"include": ["demo.add", "demo.echo"], "rename": {"demo.add": "plus"}, "hidden": {"demo.add": {"b": 100}}, "discovery": "search"}
+}`, daemonOpts{})
+	c, err := connectMCP(t, &mcp.StreamableClientTransport{Endpoint: d.URL + "/mcp/find", MaxRetries: -1}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if names := c.toolNames(t); !slices.Equal(names, []string{"call_tool", "describe_tool", "search_tools"}) {
+		t.Fatalf("/mcp/find lists %v, want the three meta-tools", names)
+	}
+	structured := func(res *mcp.CallToolResult) map[string]any {
+		t.Helper()
+		var m map[string]any
+		if err := json.Unmarshal([]byte(resultText(res)), &m); err != nil {
+			t.Fatalf("result %q: %v", resultText(res), err)
+		}
+		return m
+	}
+	res, err := c.call(t, "search_tools", `{"query": "sum numbers"}`, nil)
+	if err != nil || res.IsError {
+		t.Fatalf("search_tools: %v %+v", err, res)
+	}
+	found := structured(res)["tools"].([]any)
+	if len(found) != 1 || found[0].(map[string]any)["name"] != "plus" {
+		t.Fatalf("search_tools(sum numbers) = %v, want plus only", found)
+	}
+	res, err = c.call(t, "describe_tool", `{"name": "plus"}`, nil)
+	if err != nil || res.IsError {
+		t.Fatalf("describe_tool: %v %+v", err, res)
+	}
+	schema, _ := json.Marshal(structured(res)["input_schema"])
+	if !strings.Contains(string(schema), `"a"`) || strings.Contains(string(schema), `"b"`) {
+		t.Errorf("describe_tool(plus) schema %s: want a, not the hidden b", schema)
+	}
+	res, err = c.call(t, "call_tool", `{"name": "plus", "arguments": {"a": 1}}`, nil)
+	if err != nil || res.IsError || !strings.Contains(resultText(res), `"sum":101`) {
+		t.Fatalf("call_tool(plus, a=1): %v %+v, want sum 101", err, res)
+	}
+	recs := auditRecords(t, d, "demo.add", 1)
+	if recs[0]["toolset"] != "find" || recs[0]["qualified"] != "demo.add" {
+		t.Errorf("audit record of call_tool(plus): %v", recs[0])
+	}
+
+	calls := be.F.Calls()
+	for _, args := range []string{
+		`{"name": "demo.fail", "arguments": {"message": "x"}}`,
+		`{"name": "demo.add", "arguments": {"a": 1, "b": 2}}`,
+		`{"name": "fail", "arguments": {"message": "x"}}`,
+		`{"name": "plus", "arguments": {"a": 1, "b": 2}}`,
+	} {
+		res, err := c.call(t, "call_tool", args, nil)
+		if err == nil && !res.IsError {
+			t.Errorf("call_tool %s: %+v, want refused", args, res)
+		}
+		if err == nil && !strings.Contains(resultText(res), "tool_not_found") && !strings.Contains(resultText(res), "invalid_arguments") {
+			t.Errorf("call_tool %s: %s", args, resultText(res))
+		}
+	}
+	if res, err := c.call(t, "describe_tool", `{"name": "demo.fail"}`, nil); err == nil && !res.IsError {
+		t.Errorf("describe_tool(demo.fail) outside the toolset: %+v", res)
+	}
+	if res, err := c.call(t, "search_tools", `{"query": "fail"}`, nil); err != nil || len(structured(res)["tools"].([]any)) != 0 {
+		t.Errorf("search_tools(fail) finds a tool outside the toolset: %v %+v", err, res)
+	}
+	if be.F.Calls() != calls {
+		t.Errorf("a refused call reached the backend")
+	}
+}
