@@ -78,9 +78,21 @@ func (h *Handler) toolsetList(w http.ResponseWriter, r *http.Request) {
 			tools = tools[:limit]
 		}
 	}
+	native, err := mcpParam(r)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
 	out := ToolList{Tools: make([]Tool, 0, len(tools))}
 	for _, t := range tools {
-		out.Tools = append(out.Tools, toTool(t))
+		tt := toTool(t)
+		if native {
+			tt.MCP = t.MCP
+		}
+		out.Tools = append(out.Tools, tt)
+	}
+	if native {
+		w.Header().Set(HeaderMCP, "1")
 	}
 	httpx.WriteJSON(w, http.StatusOK, out)
 }

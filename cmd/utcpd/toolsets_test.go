@@ -375,3 +375,42 @@ func TestToolsetDiscovery(t *testing.T) {
 		t.Errorf("a refused call reached the backend")
 	}
 }
+
+// TestToolsetStdio serves one toolset with "utcpd mcp --toolset", both
+// in-process (--config) and bridged to a daemon (--connect): the renamed
+// tool only, called with the fixed argument; a hidden argument given is
+// refused; an unknown toolset is a usage error.
+func TestToolsetStdio(t *testing.T) {
+	t.Parallel()
+	be := startBackend(t)
+	toolsets := `{"mini": {"include": ["demo.add"], "rename": {"demo.add": "plus"}, "hidden": {"demo.add": {"b": 10}}}}`
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "cfg.json")
+	writeFile(t, cfg, toolsetConfig(be, toolsets))
+	d := startToolsetDaemon(t, be, toolsets, daemonOpts{})
+	for name, tr := range map[string]mcp.Transport{
+		"config":  mcpCommand(dir, nil, "--config", cfg, "--toolset", "mini"),
+		"connect": mcpCommand(dir, nil, "--connect", d.URL, "--toolset", "mini"),
+	} {
+		t.Run(name, func(t *testing.T) {
+			c, err := connectMCP(t, tr, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if names := c.toolNames(t); !slices.Equal(names, []string{"plus"}) {
+				t.Errorf("tools/list: %v, want [plus]", names)
+			}
+			res, err := c.call(t, "plus", `{"a": 5}`, nil)
+			if err != nil || res.IsError || !strings.Contains(resultText(res), `"sum":15`) {
+				t.Errorf("plus(a=5): %v %+v, want sum 15", err, res)
+			}
+			res, err = c.call(t, "plus", `{"a": 5, "b": 1}`, nil)
+			if err != nil || !res.IsError || !strings.Contains(resultText(res), "invalid_arguments") {
+				t.Errorf("plus with the hidden b: %v %+v, want an invalid_arguments isError result", err, res)
+			}
+		})
+	}
+	if _, errOut, code := cli(t, dir, nil, "mcp", "--config", cfg, "--toolset", "nope"); code != 2 || !strings.Contains(errOut, "nope") {
+		t.Errorf("mcp --toolset nope: exit %d %s, want 2", code, errOut)
+	}
+}
