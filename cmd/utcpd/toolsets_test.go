@@ -414,3 +414,55 @@ func TestToolsetStdio(t *testing.T) {
 		t.Errorf("mcp --toolset nope: exit %d %s, want 2", code, errOut)
 	}
 }
+
+// TestToolsetSecurity replays, on every other front of a toolset (the
+// UTCP manual at /utcp/{toolset}, the LLM export and tool_calls with
+// ?toolset=), the attempts to leave it: a tool outside the toolset by its
+// real name, a renamed member by its real name, and a hidden argument
+// given by the caller. Each is refused and reaches no backend; the
+// toolset's own tool works with the fixed value.
+func TestToolsetSecurity(t *testing.T) {
+	t.Parallel()
+	be := startBackend(t)
+	d := startToolsetDaemon(t, be, `{"mini": {"include": ["demo.add"], "rename": {"demo.add": "plus"}, "hidden": {"demo.add": {"b": 10}}}}`, daemonOpts{})
+
+	st, body := request(t, http.MethodGet, d.URL+"/utcp/mini", "", "")
+	if st != 200 || !strings.Contains(string(body), `"name":"plus"`) || strings.Contains(string(body), "demo.") ||
+		!strings.Contains(string(body), "/utcp/mini/call/plus") {
+		t.Fatalf("GET /utcp/mini: %d %s", st, body)
+	}
+	if st, body := request(t, http.MethodPost, d.URL+"/utcp/mini/call/plus?a=1", "", ""); st != 200 || !strings.Contains(string(body), `"sum":11`) {
+		t.Errorf("POST /utcp/mini/call/plus?a=1: %d %s, want sum 11", st, body)
+	}
+	st, body = request(t, http.MethodGet, d.URL+"/v1/export/openai?toolset=mini", "", "")
+	if st != 200 || !strings.Contains(string(body), `"plus"`) || strings.Contains(string(body), "demo") {
+		t.Errorf("export of mini: %d %s, want plus only", st, body)
+	}
+	if st, _ := request(t, http.MethodGet, d.URL+"/v1/export/openai?toolset=nope", "", ""); st != 404 {
+		t.Errorf("export of an unknown toolset: %d, want 404", st)
+	}
+	st, body = request(t, http.MethodPost, d.URL+"/v1/llm/openai/tool_calls?toolset=mini", "",
+		`{"role":"assistant","tool_calls":[{"id":"c1","type":"function","function":{"name":"plus","arguments":"{\"a\":2}"}}]}`)
+	if st != 200 || !strings.Contains(string(body), `{\"sum\":12}`) {
+		t.Errorf("tool_calls through mini: %d %s, want sum 12", st, body)
+	}
+
+	calls := be.F.Calls()
+	for _, c := range []struct{ method, path, body, want string }{
+		{http.MethodPost, "/utcp/mini/call/demo.fail", `{"message": "x"}`, "tool_not_found"},
+		{http.MethodPost, "/utcp/mini/call/demo.add?a=1&b=2", "", "tool_not_found"},
+		{http.MethodPost, "/utcp/mini/call/plus?a=1&b=2", "", "invalid_arguments"},
+		{http.MethodPost, "/v1/llm/openai/tool_calls?toolset=mini",
+			`{"role":"assistant","tool_calls":[{"id":"c1","type":"function","function":{"name":"demo__fail","arguments":"{}"}},` +
+				`{"id":"c2","type":"function","function":{"name":"demo__add","arguments":"{\"a\":1,\"b\":2}"}},` +
+				`{"id":"c3","type":"function","function":{"name":"plus","arguments":"{\"a\":1,\"b\":2}"}}]}`, "invalid_arguments"},
+	} {
+		st, body := request(t, c.method, d.URL+c.path, "", c.body)
+		if !strings.Contains(string(body), c.want) || strings.Contains(string(body), "sum") {
+			t.Errorf("%s %s %s: %d %s, want %s", c.method, c.path, c.body, st, body, c.want)
+		}
+	}
+	if be.F.Calls() != calls {
+		t.Errorf("a refused call reached the backend (%d calls, want %d)", be.F.Calls(), calls)
+	}
+}
