@@ -125,6 +125,28 @@ func TestToolsetMCP(t *testing.T) {
 		t.Errorf("audit record of plus: %v, want qualified demo.add, toolset mini, front mcp", recs[0])
 	}
 
+	// The same perimeter as /mcp: a foreign Origin and a foreign Host are
+	// refused before the toolset's server runs.
+	for _, h := range []map[string]string{{"Origin": "http://evil.example"}, {"Host": "evil.example"}} {
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, d.URL+"/mcp/mini",
+			strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		for k, v := range h {
+			req.Header.Set(k, v)
+			if k == "Host" {
+				req.Host = v
+			}
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusForbidden {
+			t.Errorf("POST /mcp/mini with %v: %d, want 403", h, resp.StatusCode)
+		}
+	}
 	// An unknown toolset is 404 not_found.
 	st, body := request(t, http.MethodPost, d.URL+"/mcp/nope", "", `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`)
 	if st != http.StatusNotFound || !strings.Contains(string(body), "not_found") {
