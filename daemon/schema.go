@@ -1028,7 +1028,7 @@ var gatewayDocs = map[string]string{
 	"store_resync_interval": "How often a replica re-reads the whole shared store (besides its change notifications).",
 	"store_max_conns":       "The most connections to the shared store.",
 	"public_url":            "The address clients reach the gateway at (scheme, host, optional path prefix), used in the call templates of the UTCP manual at GET /utcp.",
-	"toolsets":              "Toolsets, each a virtual server at /mcp/{name} and /v1/toolsets/{name}/...: a chosen part of the tools, with renames, descriptions, fixed (hidden) arguments and annotations (docs/mcp.md). Read-only over the admin API; they win over a toolset of the same name created there.",
+	"toolsets":              "Toolsets, each a virtual server at /mcp/{name} and /v1/toolsets/{name}/...: a chosen part of the tools, with renames, descriptions, fixed (hidden) arguments and annotations (docs/mcp.md). Read-only over the admin API; they win over a toolset of the same name created there. Unknown keys inside a toolset are errors (a typo must not widen it).",
 	"mcp":                   "The MCP front /mcp: codemode.run and native names (docs/mcp.md); every key optional. Unknown keys are errors.",
 	"codemode":              "CodeMode's limits (docs/codemode.md); every key optional. Unknown keys are errors.",
 	"allowed_hosts":         "Host names every route accepts in the Host header besides loopback names, IP literals, the listen host and public_url's host (\"*.example.com\" for subdomains).",
