@@ -510,6 +510,7 @@ func (d *Daemon) reload(ctx context.Context) {
 			d.vars.Store(dc.Vars)
 			d.g.SetVariables(dc.Vars)
 			d.reloadGuards(dc, gs)
+			d.reloadToolsets(ctx, gs)
 			d.confSrc.Set(dc.Cfg)
 			st, _ := d.confSrc.Sync(ctx, dc.Vars, true)
 			log.Info("configuration reloaded", "config", dc.Path, "added", st.Added, "replaced", st.Replaced,

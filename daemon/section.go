@@ -26,8 +26,8 @@ import (
 
 // ReloadableKeys are the keys of the gateway section that apply again on
 // SIGHUP: the Settings fields tagged gateway:"reload" (guards,
-// bypass_tools, guard_timeout). review_timeout and audit_retention are
-// read at start only.
+// bypass_tools, guard_timeout, toolsets). review_timeout and
+// audit_retention are read at start only.
 var ReloadableKeys = sectionKeys(reflect.TypeFor[Settings](), "reload")
 
 // ApplyGateway overlays the gateway section of cfg (loaded from the file

@@ -80,9 +80,10 @@ func TestEveryGatewayKeyReads(t *testing.T) {
 	}
 }
 
-// TestReloadableKeys: the keys tagged reload are the guard chain's.
+// TestReloadableKeys: the keys tagged reload are the guard chain's and
+// the toolsets.
 func TestReloadableKeys(t *testing.T) {
-	if diff := cmp.Diff([]string{"guards", "bypass_tools", "guard_timeout"}, ReloadableKeys); diff != "" {
+	if diff := cmp.Diff([]string{"guards", "bypass_tools", "guard_timeout", "toolsets"}, ReloadableKeys); diff != "" {
 		t.Errorf("ReloadableKeys (-want +got):\n%s", diff)
 	}
 	// ApplyReloadable reads those and nothing else.

@@ -89,7 +89,8 @@ type Settings struct {
 
 	// Toolsets are the config file's toolsets (gateway.toolsets, read as
 	// Toolsets): virtual servers at /mcp/{name} and /v1/toolsets/{name}/.
-	Toolsets Toolsets `json:"toolsets"`
+	// They apply again on SIGHUP.
+	Toolsets Toolsets `json:"toolsets" gateway:"reload"`
 
 	// Discovery limits (gateway.max_tools_per_manual,
 	// gateway.max_manual_bytes); 0 keeps the gateway's defaults (20,000

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"context"
 	"encoding/json"
 	"maps"
 	"slices"
@@ -53,4 +54,20 @@ func ConfigToolsets(cfg *manuals.Config) (Toolsets, string) {
 		return nil, ""
 	}
 	return readToolsets(v)
+}
+
+// reloadToolsets installs the toolsets of a reloaded configuration (s:
+// the settings of its gateway section) and reads the stored ones again
+// (a config file toolset added or removed changes which stored ones it
+// shadows). Toolsets that fail to install keep the last good ones.
+func (d *Daemon) reloadToolsets(ctx context.Context, s *Settings) {
+	tstore, _ := d.store.(gateway.ToolsetStore)
+	if err := d.g.SetToolsets(s.Toolsets, tstore); err != nil {
+		d.log.Error("reloading the toolsets failed; the last good ones keep serving", "err", err)
+		return
+	}
+	if err := d.g.RestoreToolsets(ctx); err != nil {
+		d.log.Warn("reading the stored toolsets after a reload", "err", err)
+	}
+	d.log.Info("toolsets reloaded", "config_toolsets", len(s.Toolsets))
 }

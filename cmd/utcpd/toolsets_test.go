@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -486,5 +487,42 @@ func TestToolsetSecurity(t *testing.T) {
 	}
 	if be.F.Calls() != calls {
 		t.Errorf("a refused call reached the backend (%d calls, want %d)", be.F.Calls(), calls)
+	}
+}
+
+// TestToolsetReload: on SIGHUP the config file's toolsets apply again (a
+// rename changes the listing; a removed toolset is not_found), while a
+// toolset stored through the admin API keeps serving.
+func TestToolsetReload(t *testing.T) {
+	t.Parallel()
+	be := startBackend(t)
+	dir := t.TempDir()
+	d := startToolsetDaemon(t, be, `{"mini": {"include": ["demo.add"]}}`, daemonOpts{dir: dir})
+	if st, body := request(t, http.MethodPut, d.URL+"/admin/toolsets/stored", "", `{"include": ["demo.echo"]}`); st != 201 {
+		t.Fatalf("PUT stored: %d %s", st, body)
+	}
+	list := func(ts string) string {
+		st, body := request(t, http.MethodGet, d.URL+"/v1/toolsets/"+ts+"/tools", "", "")
+		if st != 200 {
+			return fmt.Sprint(st)
+		}
+		var l struct{ Tools []struct{ Name string } }
+		_ = json.Unmarshal(body, &l)
+		return fmt.Sprint(l.Tools)
+	}
+	if got := list("mini"); got != "[{demo.add}]" {
+		t.Fatalf("mini before the reload: %s", got)
+	}
+	writeFile(t, filepath.Join(dir, "utcpd.json"), toolsetConfig(be, `{"mini2": {"include": ["demo.add"], "rename": {"demo.add": "plus"}}}`))
+	d.signal(syscall.SIGHUP)
+	d.waitLog("toolsets reloaded", 10*time.Second)
+	if got := list("mini2"); got != "[{plus}]" {
+		t.Errorf("mini2 after the reload: %s", got)
+	}
+	if got := list("mini"); got != "404" {
+		t.Errorf("mini after the reload: %s, want 404", got)
+	}
+	if got := list("stored"); got != "[{demo.echo}]" {
+		t.Errorf("the stored toolset after the reload: %s", got)
 	}
 }
