@@ -434,6 +434,23 @@ func withAnnotations(raw json.RawMessage, defaults map[string]any) json.RawMessa
 // The tools are shared: do not modify them.
 func (ts *Toolset) Tools() []*utcp.Tool { return slices.Clone(ts.current().listed) }
 
+// Member is one member of a toolset: the name it is listed under and its
+// real qualified name.
+type Member struct {
+	Listed    string `json:"name"`
+	Qualified string `json:"qualified"`
+}
+
+// Members returns the members now, sorted by listed name.
+func (ts *Toolset) Members() []Member {
+	c := ts.current()
+	out := make([]Member, len(c.listed))
+	for i, t := range c.listed {
+		out[i] = Member{Listed: t.Name, Qualified: c.real[t.Name]}
+	}
+	return out
+}
+
 // Listed returns what a front lists for the toolset: the meta-tools for
 // Discovery "search", else Tools.
 func (ts *Toolset) Listed() []*utcp.Tool {

@@ -61,12 +61,8 @@ func (h *Handler) toolsetDetail(name string) (ToolsetDetail, error) {
 		return ToolsetDetail{}, err
 	}
 	out := ToolsetDetail{ToolsetInfo: gateway.ToolsetInfo{Name: ts.Name(), Source: ts.Source(), Spec: ts.Spec()}, Tools: []ToolsetMember{}}
-	for _, t := range ts.Tools() {
-		real, err := ts.Resolve(t.Name)
-		if err != nil {
-			continue
-		}
-		out.Tools = append(out.Tools, ToolsetMember{Name: t.Name, Qualified: real})
+	for _, m := range ts.Members() {
+		out.Tools = append(out.Tools, ToolsetMember{Name: m.Listed, Qualified: m.Qualified})
 	}
 	return out, nil
 }
