@@ -107,7 +107,7 @@ func TestAdminLifecycle(t *testing.T) {
 		t.Fatalf("DELETE: %s", r)
 	}
 	expectError(t, e.do(req{method: "GET", path: "/admin/manuals/demo"}), 404, utcp.CodeManualNotFound)
-	if _, err := e.g.Tool("demo.add"); utcp.CodeOf(err) != utcp.CodeToolNotFound {
+	if _, err := e.g.Tool(t.Context(), "demo.add"); utcp.CodeOf(err) != utcp.CodeToolNotFound {
 		t.Errorf("tool still resolves after DELETE: %v", err)
 	}
 }

@@ -15,9 +15,12 @@
 //   - /admin/...: "Authorization: Bearer <Options.AdminToken>", compared in
 //     constant time; without an admin token configured the admin API
 //     refuses every request (401): loopback is not a credential.
-//   - /v1/...: "Authorization: Bearer <key>" for one of Options.APIKeys when
-//     any is configured, else open; a missing or wrong key is 401
-//     unauthorized with a WWW-Authenticate challenge.
+//   - /v1/...: "Authorization: Bearer <key>" for one of Options.APIKeys or
+//     Options.Keys when any is configured, else open; a missing or wrong
+//     key is 401 unauthorized with a WWW-Authenticate challenge. A named
+//     key's scope (gateway.Scope) travels in the request context and
+//     decides every listing and call: what is outside it is answered as
+//     what does not exist.
 //   - /mcp (the MCP front, package api/mcpfront, Streamable HTTP): the
 //     same API keys as /v1/; its refusals are JSON-RPC error objects, not
 //     the envelope (see the package documentation).
@@ -79,6 +82,10 @@ type Options struct {
 	AdminToken string
 	// APIKeys guard /v1/ when non-empty. An empty key is an error.
 	APIKeys []string
+	// Keys are named API keys (gateway.api_keys objects), accepted beside
+	// APIKeys: each one's name is its callers' principal and its scope
+	// decides what they list and call, on every front.
+	Keys []gateway.APIKey
 	// MaxBodyBytes caps request bodies (default 4 MiB).
 	MaxBodyBytes int64
 	// DefaultTimeout is a tool call's deadline without ?timeout= (default
@@ -112,7 +119,7 @@ type Options struct {
 	Audit audit.Store
 	// MCP tunes the MCP front served at /mcp (package api/mcpfront):
 	// allowed origins, session limits, page size, names. Its Gateway,
-	// APIKeys, CallTimeout (DefaultTimeout), MaxBodyBytes, Tracker,
+	// APIKeys and Keys, CallTimeout (DefaultTimeout), MaxBodyBytes, Tracker,
 	// Logger and Version are filled from the options above when unset.
 	MCP mcpfront.Options
 	// CodeMode tunes CodeMode (POST /v1/codemode, and the codemode.run
@@ -179,6 +186,11 @@ func newServer(opts Options) (*server, error) {
 			return nil, errors.New("api: an API key is empty")
 		}
 	}
+	keys, err := httpx.NewAPIKeys(opts.APIKeys, opts.Keys)
+	if err != nil {
+		return nil, fmt.Errorf("api: %w", err)
+	}
+	requireKeys := httpx.RequireKeys(keys, "utcpd")
 	if opts.MaxBodyBytes < 0 || opts.DefaultTimeout < 0 || opts.MaxTimeout < 0 {
 		return nil, errors.New("api: limits and timeouts must not be negative")
 	}
@@ -228,7 +240,7 @@ func newServer(opts Options) (*server, error) {
 		Gateway: opts.Gateway, MaxBodyBytes: opts.MaxBodyBytes,
 		DefaultTimeout: opts.DefaultTimeout, MaxTimeout: opts.MaxTimeout,
 		Tracker: tracker, Reviews: opts.Reviews, Heartbeat: opts.StreamHeartbeat, Logger: log,
-	}).Register(rt, httpx.RequireKeys(httpx.NewKeys(opts.APIKeys), "utcpd"))
+	}).Register(rt, requireKeys)
 	var runner *codemode.Runner
 	if !opts.DisableCodeMode {
 		cmOpts := opts.CodeMode
@@ -238,20 +250,20 @@ func newServer(opts Options) (*server, error) {
 			return nil, fmt.Errorf("api: %w", err)
 		}
 		runner = r
-		codemode.NewHandler(runner, opts.MaxBodyBytes, log).Register(rt, httpx.RequireKeys(httpx.NewKeys(opts.APIKeys), "utcpd"))
+		codemode.NewHandler(runner, opts.MaxBodyBytes, log).Register(rt, requireKeys)
 	}
 	llm.New(llm.Options{
 		Gateway: opts.Gateway, MaxBodyBytes: opts.MaxBodyBytes, Timeout: opts.DefaultTimeout, CodeMode: runner, Logger: log,
-	}).Register(rt, httpx.RequireKeys(httpx.NewKeys(opts.APIKeys), "utcpd"))
+	}).Register(rt, requireKeys)
 
 	um, err := utcpmanual.New(utcpmanual.Options{
-		Gateway: opts.Gateway, RequireAPIKey: len(opts.APIKeys) > 0, PublicURL: opts.PublicURL,
+		Gateway: opts.Gateway, RequireAPIKey: keys.Len() > 0, PublicURL: opts.PublicURL,
 		MaxBodyBytes: opts.MaxBodyBytes, Timeout: opts.DefaultTimeout, Tracker: tracker, Logger: log,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("api: %w", err)
 	}
-	um.Register(rt, httpx.RequireKeys(httpx.NewKeys(opts.APIKeys), "utcpd"))
+	um.Register(rt, requireKeys)
 
 	// The web console (/ui/): the admin token at its login page, the
 	// same gateway, review queue and audit store as the admin API.
@@ -306,8 +318,8 @@ func newServer(opts Options) (*server, error) {
 	if mo.AllowedOrigins == nil {
 		mo.AllowedOrigins = opts.AllowedOrigins
 	}
-	if mo.APIKeys == nil {
-		mo.APIKeys = opts.APIKeys
+	if mo.APIKeys == nil && mo.Keys == nil {
+		mo.APIKeys, mo.Keys = opts.APIKeys, opts.Keys
 	}
 	if mo.CallTimeout == 0 {
 		mo.CallTimeout = opts.DefaultTimeout

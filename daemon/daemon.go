@@ -230,6 +230,18 @@ func (d *Daemon) Run(ctx context.Context) error {
 		}
 	}
 
+	// The API keys: a named key's key_env is read now, so that a
+	// variable missing fails the start (naming the variable, never a
+	// value); its scope decides its calls, approved reviews included.
+	namedKeys, err := ResolveAPIKeys(s, os.LookupEnv)
+	if err != nil {
+		return &UsageError{Err: err}
+	}
+	scopes := make(map[string]*gateway.Scope, len(namedKeys))
+	for _, k := range namedKeys {
+		scopes[k.Name] = k.Scope
+	}
+
 	// The gateway and the HTTP handler.
 	obs := api.NewObserver(log.With("component", "calls"), nil)
 	d.observer = obs
@@ -247,6 +259,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		Logger:            log.With("component", "gateway"),
 		MaxToolsPerManual: s.MaxToolsPerManual,
 		MaxManualBytes:    s.MaxManualBytes,
+		PrincipalScope:    func(p string) *gateway.Scope { return scopes[p] },
 	})
 	if err != nil {
 		return err
@@ -268,6 +281,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		Gateway:         g,
 		AdminToken:      adminToken,
 		APIKeys:         s.APIKeys,
+		Keys:            namedKeys,
 		MaxBodyBytes:    s.MaxBodyBytes,
 		DefaultTimeout:  s.DefaultTimeout,
 		MaxTimeout:      s.MaxTimeout,
@@ -317,8 +331,8 @@ func (d *Daemon) Run(ctx context.Context) error {
 	url := "http://" + ln.Addr().String()
 	fmt.Fprintf(stdout, "utcpd listening on %s\n", url)
 	log.Info("utcpd listening", "url", url, "version", d.opts.Version, "admin_token", adminTokenFrom,
-		"api_keys", len(s.APIKeys), "manuals_dir", s.ManualsDir, "config", d.conf.Path)
-	if len(s.APIKeys) == 0 {
+		"api_keys", len(s.APIKeys)+len(namedKeys), "manuals_dir", s.ManualsDir, "config", d.conf.Path)
+	if len(s.APIKeys)+len(namedKeys) == 0 {
 		log.Info("no API keys: the REST front is open to every client that can reach the listener")
 	}
 

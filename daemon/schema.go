@@ -831,6 +831,9 @@ func (b *schemaBuilder) gatewaySchema() obj {
 // settingSchema is the schema of the gateway key of field f, mirroring
 // readValue (and readCodeMode for codemode).
 func (b *schemaBuilder) settingSchema(f reflect.StructField, key string) obj {
+	if _, ok := tagOption(f, "keys"); ok {
+		return apiKeysSchema()
+	}
 	switch f.Type {
 	case durationType:
 		return ref("duration")
@@ -911,6 +914,41 @@ func (b *schemaBuilder) codeModeSchema() obj {
 		props[key] = s
 	}
 	return obj{"type": "object", "properties": props, "additionalProperties": false}
+}
+
+// apiKeysSchema is the schema of api_keys (readAPIKeys): an array whose
+// entries are plain keys (strings) or named key objects (exactly one of
+// key_env and key_sha256; unknown keys are errors).
+func apiKeysSchema() obj {
+	strs := func(doc string) obj {
+		return obj{"type": "array", "items": obj{"type": "string", "minLength": 1}, "description": doc}
+	}
+	named := obj{
+		"type":                 "object",
+		"description":          "A named key: its name is its callers' principal (audit, policy principals, reviews, metrics) and its scope decides what they list and call on every front; what is outside it is answered as what does not exist. Unknown keys are errors.",
+		"additionalProperties": false,
+		"required":             []any{"name"},
+		"oneOf":                []any{obj{"required": []any{"key_env"}}, obj{"required": []any{"key_sha256"}}},
+		"properties": obj{
+			"name": obj{"type": "string", "pattern": `^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`,
+				"description": "The key's name, unique: 1 to 64 of A-Z a-z 0-9 _ - ., starting with a letter or digit; not \"cli\", \"stdio\" nor starting with \"utcpd\"."},
+			"key_env": obj{"type": "string", "pattern": `^[A-Za-z_][A-Za-z0-9_]*$`,
+				"description": "The environment variable holding the key, read at start: unset or empty fails the start."},
+			"key_sha256": obj{"type": "string", "pattern": `^[0-9a-fA-F]{64}$`,
+				"description": "The hex SHA-256 of the key, so that the file holds no secret."},
+			"tools":    strs("Globs of qualified tool names the key may list and call (* any run of characters, ? one); \"!glob\" excludes. A tool is in scope when no exclusion and, if there is any inclusion, some inclusion matches it. Absent: every tool."),
+			"manuals":  strs("Manual names the key is limited to (exact)."),
+			"tags":     strs("Tags the key is limited to: a tool needs one of them (any case). MCP resources and prompts have no tags: a key with tags sees none."),
+			"toolsets": strs("Toolsets the key sees (gateway.toolsets)."),
+			"rate_limit": obj{"type": "string", "pattern": `^\s*[0-9]+\s*/\s*\S+\s*$`, "examples": []any{"5/s", "100/m", "20/10s"},
+				"description": "The key's call rate: \"<count>/<period>\", period s, m, h or a Go duration."},
+			"max_concurrent": obj{"type": "integer", "minimum": 1, "description": "The key's calls in flight at most."},
+		},
+	}
+	return obj{"type": "array", "items": obj{"oneOf": []any{
+		obj{"type": "string", "description": "A plain key: its principal is \"key:\" and 8 hex digits of its SHA-256, and it may call every tool."},
+		named,
+	}}}
 }
 
 // mcpSectionSchema is the schema of the mcp object (MCPSection, read by
@@ -1007,7 +1045,7 @@ func anyCase(word string) string {
 var gatewayDocs = map[string]string{
 	"listen":                "The address to listen on, host:port (port 0 picks a free port). Any address other than loopback needs an admin token and at least one API key. [$UTCPD_LISTEN, --listen]",
 	"admin_token":           "The bearer token of the admin API; prefer $UTCPD_ADMIN_TOKEN (or ${VAR}) to keep it out of the file. Without one, the daemon creates one in its data folder.",
-	"api_keys":              "The API keys the REST and MCP fronts accept; none: an open front. [$UTCPD_API_KEYS, --api-keys]",
+	"api_keys":              "The API keys every front (REST, MCP, /utcp, CodeMode, exports) accepts; none: an open front. A string is a plain key with every tool; an object a named key with a scope (docs/configuration.md). $UTCPD_API_KEYS and --api-keys replace the plain keys only. [$UTCPD_API_KEYS, --api-keys]",
 	"data_dir":              "The folder of the embedded SQLite store (manuals registered through the admin API, reviews, the audit log); \"\" keeps manuals in memory only. [$UTCPD_DATA_DIR, --data-dir]",
 	"manuals_dir":           "A folder of *.json manuals and manual call templates, watched for changes. [$UTCPD_MANUALS_DIR, --manuals-dir]",
 	"max_body_bytes":        "The largest request body accepted, in bytes.",

@@ -46,8 +46,9 @@ var ReloadableKeys = sectionKeys(reflect.TypeFor[Settings](), "reload")
 // seconds, an int or int64 a positive integer (gateway:"max=N" bounds
 // it), a json.RawMessage an array kept as written, codemode.Options the
 // codemode object (codeModeSection; gateway:"off=Field" names the bool
-// field set when it is disabled), and MCPSection the mcp object
-// (readMCP). gateway:"path" resolves a
+// field set when it is disabled), MCPSection the mcp object
+// (readMCP), and gateway:"keys=Field" the api_keys array of plain and
+// named keys (readAPIKeys; the named ones go to Field). gateway:"path" resolves a
 // relative path; invalid:"…" is the message of a value that is not good
 // (else the reader's own).
 func ApplyGateway(s *Settings, cfg *manuals.Config, data []byte, strict bool) (errs, warnings []manuals.Problem) {
@@ -268,6 +269,16 @@ func readSection(dst reflect.Value, obj map[string]json.RawMessage, keys []strin
 				continue
 			}
 			dst.FieldByIndex(f.Index).Set(reflect.ValueOf(ts))
+			continue
+		}
+		if name, ok := tagOption(f, "keys"); ok {
+			plain, named, msg := readAPIKeys(v)
+			if msg != "" {
+				out = append(out, finding{key, msg})
+				continue
+			}
+			dst.FieldByIndex(f.Index).Set(reflect.ValueOf(plain))
+			dst.FieldByName(name).Set(reflect.ValueOf(named))
 			continue
 		}
 		if f.Type == reflect.TypeFor[codemode.Options]() {

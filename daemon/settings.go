@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/utcpd/utcpd/api/codemode"
+	"github.com/utcpd/utcpd/gateway"
 	"github.com/utcpd/utcpd/gateway/audit"
 	"github.com/utcpd/utcpd/guard/review"
 	"github.com/utcpd/utcpd/manuals"
@@ -26,17 +27,22 @@ type Config struct {
 // and tags (see ApplyGateway). A field tagged json:"-" is not a key. The
 // order of the fields is the order "did you mean" hints prefer on a tie.
 type Settings struct {
-	Listen          string        `json:"listen" invalid:"must be a string such as \"127.0.0.1:8787\""`
-	AdminToken      string        `json:"admin_token"`
-	APIKeys         []string      `json:"api_keys"`
-	DataDir         string        `json:"data_dir" gateway:"path"`    // "" keeps manuals in memory only
-	ManualsDir      string        `json:"manuals_dir" gateway:"path"` // "" watches no folder
-	MaxBodyBytes    int64         `json:"max_body_bytes" invalid:"must be a positive integer number of bytes"`
-	DefaultTimeout  time.Duration `json:"default_timeout"`
-	MaxTimeout      time.Duration `json:"max_timeout"`
-	ShutdownTimeout time.Duration `json:"shutdown_timeout"`
-	LogFormat       string        `json:"log_format"`
-	LogLevel        string        `json:"log_level"`
+	Listen     string `json:"listen" invalid:"must be a string such as \"127.0.0.1:8787\""`
+	AdminToken string `json:"admin_token"`
+	// APIKeys are the plain keys (strings of gateway.api_keys, and
+	// $UTCPD_API_KEYS or --api-keys, which replace the file's plain
+	// keys); NamedKeys the objects of gateway.api_keys, with their
+	// scopes (apikeys.go; key_env is read at start, ResolveAPIKeys).
+	APIKeys         []string         `json:"api_keys" gateway:"keys=NamedKeys"`
+	NamedKeys       []gateway.APIKey `json:"-"`
+	DataDir         string           `json:"data_dir" gateway:"path"`    // "" keeps manuals in memory only
+	ManualsDir      string           `json:"manuals_dir" gateway:"path"` // "" watches no folder
+	MaxBodyBytes    int64            `json:"max_body_bytes" invalid:"must be a positive integer number of bytes"`
+	DefaultTimeout  time.Duration    `json:"default_timeout"`
+	MaxTimeout      time.Duration    `json:"max_timeout"`
+	ShutdownTimeout time.Duration    `json:"shutdown_timeout"`
+	LogFormat       string           `json:"log_format"`
+	LogLevel        string           `json:"log_level"`
 
 	// The guard chain, human review and audit log (guards.go;
 	// review_timeout and audit_retention through EffectiveReviewTimeout

@@ -123,7 +123,7 @@ func BenchmarkRegister100k(b *testing.B) {
 		var after runtime.MemStats
 		runtime.ReadMemStats(&after)
 		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/(1<<20), "heap-MiB")
-		if n := len(g.ListTools()); n != 100000 {
+		if n := len(g.ListTools(context.Background())); n != 100000 {
 			b.Fatalf("registered %d tools", n)
 		}
 		_ = g.Close()
@@ -139,7 +139,7 @@ func BenchmarkSearch100k(b *testing.B) {
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		if got := g.SearchTools("find word7 things for tag3", 10, nil); len(got) != 10 {
+		if got := g.SearchTools(context.Background(), "find word7 things for tag3", 10, nil); len(got) != 10 {
 			b.Fatalf("got %d tools", len(got))
 		}
 	}

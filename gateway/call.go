@@ -80,8 +80,10 @@ type prepared struct {
 	policy *netguard.Policy
 }
 
-// CallTool calls a tool once. In order: the guard chain decides; the name
-// resolves (qualified, or unqualified while unambiguous); the manual's
+// CallTool calls a tool once. In order: the name resolves within the
+// caller's scope (ScopeFrom(ctx); qualified, or unqualified while
+// unambiguous within the scope); the guard chain decides (a name that did
+// not resolve fails after it, as tool_not_found); the manual's
 // allowed_communication_protocols is checked again; arguments are
 // validated against the tool's input schema; variables are substituted;
 // the transport carries the call exactly once; post-processors shape the
@@ -144,7 +146,8 @@ func (g *Gateway) call(ctx context.Context, name string, args map[string]any, op
 // whose caller waited (those after the reviewing guard run only once it
 // is approved). A review asked by another guard parks a follow-up review
 // and returns its *review.ParkedError. The tool is resolved again by
-// its requested name (it may have been re-registered meanwhile).
+// its requested name (it may have been re-registered meanwhile), within
+// the scope Options.PrincipalScope gives the review's principal.
 // Dispatched reports whether the call reached its transport.
 func (g *Gateway) DispatchApproved(ctx context.Context, r *review.Review) (res *utcp.Result, dispatched bool, err error) {
 	var args map[string]any
@@ -154,6 +157,9 @@ func (g *Gateway) DispatchApproved(ctx context.Context, r *review.Review) (res *
 		if err := dec.Decode(&args); err != nil {
 			return nil, false, utcp.Errorf(utcp.CodeInvalidArguments, "review %s: decoding the stored arguments: %w", r.ID, err)
 		}
+	}
+	if g.opts.PrincipalScope != nil {
+		ctx = WithScope(ctx, g.opts.PrincipalScope(r.Principal))
 	}
 	return g.call(ctx, r.Tool, args, CallOptions{Principal: r.Principal, Front: r.Front, approved: r})
 }
@@ -218,7 +224,10 @@ func (g *Gateway) CallToolStreaming(ctx context.Context, name string, args map[s
 }
 
 func (g *Gateway) prepare(ctx context.Context, name string, args map[string]any, opts CallOptions, rec *CallRecord, t *review.Ticket) (*prepared, error) {
-	tool, resolveErr := g.reg.Resolve(name)
+	// The name resolves within the caller's scope, before the guard: a
+	// tool outside it is tool_not_found, as one that does not exist, and
+	// the guard is shown exactly what it would be shown for such a name.
+	tool, resolveErr := g.reg.ResolveIn(ScopeFrom(ctx).registry(), name)
 	p := &prepared{}
 	gc := &p.gc
 	gc.Tool, gc.Arguments, gc.Principal = name, args, opts.Principal
@@ -415,18 +424,23 @@ func (s *gatewayStream) end(err error) {
 
 // SearchTools returns up to limit tools matching query, scored by tags and
 // description words (search_tools); tags, when given, filter to tools with
-// at least one of them. limit <= 0 means no limit.
-func (g *Gateway) SearchTools(query string, limit int, tags []string) []*utcp.Tool {
-	return defs(g.reg.Search(query, limit, tags))
+// at least one of them. limit <= 0 means no limit. Only the tools the
+// caller's scope (ScopeFrom(ctx)) allows are considered.
+func (g *Gateway) SearchTools(ctx context.Context, query string, limit int, tags []string) []*utcp.Tool {
+	return defs(g.reg.SearchIn(ScopeFrom(ctx).registry(), query, limit, tags))
 }
 
-// ListTools returns every registered tool, ordered by manual then
-// discovery order.
-func (g *Gateway) ListTools() []*utcp.Tool { return defs(g.reg.Tools()) }
+// ListTools returns every tool the caller's scope (ScopeFrom(ctx))
+// allows, ordered by manual then discovery order.
+func (g *Gateway) ListTools(ctx context.Context) []*utcp.Tool {
+	return defs(g.reg.ToolsIn(ScopeFrom(ctx).registry()))
+}
 
-// Tool returns one tool's definition by qualified or unambiguous name.
-func (g *Gateway) Tool(name string) (*utcp.Tool, error) {
-	t, err := g.reg.Resolve(name)
+// Tool returns one tool's definition by qualified or unambiguous name,
+// resolved within the caller's scope (registry.ResolveIn): a tool outside
+// it is tool_not_found, as a tool that does not exist.
+func (g *Gateway) Tool(ctx context.Context, name string) (*utcp.Tool, error) {
+	t, err := g.reg.ResolveIn(ScopeFrom(ctx).registry(), name)
 	if err != nil {
 		return nil, err
 	}
@@ -434,9 +448,9 @@ func (g *Gateway) Tool(name string) (*utcp.Tool, error) {
 }
 
 // AuthMetadata returns the lifecycle metadata of a tool's effective auth:
-// the tool template's auth, else its manual's.
-func (g *Gateway) AuthMetadata(name string) (utcp.AuthMetadata, error) {
-	t, err := g.reg.Resolve(name)
+// the tool template's auth, else its manual's. The name resolves as Tool's.
+func (g *Gateway) AuthMetadata(ctx context.Context, name string) (utcp.AuthMetadata, error) {
+	t, err := g.reg.ResolveIn(ScopeFrom(ctx).registry(), name)
 	if err != nil {
 		return utcp.AuthMetadata{}, err
 	}

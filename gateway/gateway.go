@@ -88,6 +88,13 @@ type Options struct {
 	// Retry tunes the background retries of failed and degraded manuals
 	// (health.go); the zero value retries with DefaultBackoff.
 	Retry RetryOptions
+	// PrincipalScope, when set, returns the scope of a principal (the
+	// daemon's: its API key's), for the calls the gateway makes on a
+	// caller's behalf without the caller's context: an approved review
+	// dispatched by the daemon (DispatchApproved) is resolved within the
+	// scope of the principal who asked for it. nil: such calls are not
+	// scoped. It must be fast and safe for concurrent use.
+	PrincipalScope func(principal string) *Scope
 }
 
 // CallRecord describes one finished call, for metrics and audit.

@@ -445,7 +445,7 @@ func TestVariablesAndAuthMetadata(t *testing.T) {
 	if diff := cmp.Diff([]gateway.Variable{{Name: "my__api_KEY", Resolves: true}}, vars); diff != "" {
 		t.Errorf("required variables (-want +got):\n%s", diff)
 	}
-	md, err := g.AuthMetadata("my_api.add")
+	md, err := g.AuthMetadata(t.Context(), "my_api.add")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -501,7 +501,7 @@ func TestToolsChangedRefreshes(t *testing.T) {
 	srv.AddEchoTool("echo_again")
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		if _, err := g.Tool("m.demo.echo_again"); err == nil {
+		if _, err := g.Tool(t.Context(), "m.demo.echo_again"); err == nil {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -569,14 +569,14 @@ func TestNativeResultAndPostProcessing(t *testing.T) {
 	if v, ok := res.Value.(map[string]any); !ok || v["sum"] != nil {
 		t.Errorf("post-processed value = %#v, want sum removed", res.Value)
 	}
-	add, err := g.Tool("m.demo.add")
+	add, err := g.Tool(t.Context(), "m.demo.add")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if strings.Contains(string(add.Outputs), "sum") {
 		t.Errorf("listed outputs of the post-processed tool still name sum: %s", add.Outputs)
 	}
-	echo, err := g.Tool("m.demo.sleep")
+	echo, err := g.Tool(t.Context(), "m.demo.sleep")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -167,7 +167,7 @@ func TestRemoteManualToolsAreConfinedToTheirOrigin(t *testing.T) {
 	if !hasWarning(res, `"evil.insecure"`, "allow_insecure ignored") {
 		t.Errorf("no allow_insecure warning: %q", res.Warnings)
 	}
-	def, err := g.Tool("evil.insecure")
+	def, err := g.Tool(t.Context(), "evil.insecure")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,6 +27,10 @@ import (
 //
 // Manual names hold no dot, so the first dot of the namespace ends the
 // manual's name; the rest up to the first '/' is the server's.
+//
+// Every listing, read, prompt, completion and subscription is decided
+// within the caller's scope (ScopeFrom(ctx), Scope.AllowsServer): a
+// server outside it is answered exactly as a server that does not exist.
 
 // URIScheme is the scheme of utcpd URIs of backend resources.
 const URIScheme = "utcpd"
@@ -135,8 +139,11 @@ func (g *Gateway) resourceBackend(manual string) (resourceBackend, bool) {
 
 // ListMCP returns the resources, resource templates and prompts of every
 // MCP backend, ordered by manual, then server, then as the backend
-// listed them. A backend that cannot be listed is left out (and logged).
+// listed them, within the caller's scope (ScopeFrom(ctx),
+// Scope.AllowsServer). A backend that cannot be listed is left out (and
+// logged).
 func (g *Gateway) ListMCP(ctx context.Context) *MCPCatalog {
+	scope := ScopeFrom(ctx)
 	backends := g.resourceBackends()
 	cats := make([][]transports.Catalog, len(backends))
 	var wg sync.WaitGroup
@@ -154,6 +161,9 @@ func (g *Gateway) ListMCP(ctx context.Context) *MCPCatalog {
 	out := &MCPCatalog{Resources: []MCPItem{}, ResourceTemplates: []MCPItem{}, Prompts: []MCPItem{}}
 	for i, b := range backends {
 		for _, c := range cats[i] {
+			if !scope.AllowsServer(b.manual, c.Server) {
+				continue
+			}
 			for _, o := range c.Resources {
 				if n := member(o, "uri"); n != "" {
 					out.Resources = append(out.Resources, MCPItem{Kind: ItemResource, Name: QualifyURI(b.manual, c.Server, n), Native: n, Manual: b.manual, Server: c.Server, Object: o})
@@ -194,8 +204,9 @@ type target struct {
 	native string
 }
 
-// resolveURI finds the backend of a utcpd URI.
-func (g *Gateway) resolveURI(uri string) (target, error) {
+// resolveURI finds the backend of a utcpd URI, within the scope in ctx:
+// a server outside it is answered as one that does not exist.
+func (g *Gateway) resolveURI(ctx context.Context, uri string) (target, error) {
 	rest, ok := strings.CutPrefix(uri, URIScheme+"://")
 	ns, native, ok2 := strings.Cut(rest, "/")
 	manual, server, ok3 := strings.Cut(ns, ".")
@@ -203,20 +214,26 @@ func (g *Gateway) resolveURI(uri string) (target, error) {
 		return target{}, utcp.NewError(utcp.CodeNotFound, "resource %q not found: a utcpd resource URI is %s://<manual>.<server>/<the backend's URI>", uri, URIScheme).WithDetail("uri", uri)
 	}
 	b, ok := g.resourceBackend(manual)
-	if !ok || !contains(b.r.Servers(b.tmpl), server) {
+	if !ok || !contains(b.r.Servers(b.tmpl), server) || !ScopeFrom(ctx).AllowsServer(manual, server) {
 		return target{}, utcp.NewError(utcp.CodeNotFound, "resource %q not found: no MCP server %s.%s", uri, manual, server).WithDetail("uri", uri)
 	}
 	return target{b: b, server: server, native: native}, nil
 }
 
-// resolvePrompt finds the backend of a utcpd prompt name.
-func (g *Gateway) resolvePrompt(name string) (target, error) {
+// resolvePrompt finds the backend of a utcpd prompt name, within the
+// scope in ctx: a server outside it is answered as one that does not
+// exist.
+func (g *Gateway) resolvePrompt(ctx context.Context, name string) (target, error) {
+	scope := ScopeFrom(ctx)
 	manual, rest, ok := strings.Cut(name, ".")
 	if ok {
 		if b, found := g.resourceBackend(manual); found {
 			servers := b.r.Servers(b.tmpl)
 			sort.SliceStable(servers, func(i, j int) bool { return len(servers[i]) > len(servers[j]) })
 			for _, s := range servers {
+				if !scope.AllowsServer(manual, s) {
+					continue
+				}
 				if p, cut := strings.CutPrefix(rest, s+"."); cut && p != "" {
 					return target{b: b, server: s, native: p}, nil
 				}
@@ -263,13 +280,13 @@ func (g *Gateway) GetPrompt(ctx context.Context, name string, args map[string]st
 
 // mcpAction runs one guarded, audited resources/read or prompts/get.
 func (g *Gateway) mcpAction(ctx context.Context, kind, name string, args map[string]string, opts CallOptions,
-	resolve func(string) (target, error), do func(context.Context, target) (json.RawMessage, error)) (json.RawMessage, error) {
+	resolve func(context.Context, string) (target, error), do func(context.Context, target) (json.RawMessage, error)) (json.RawMessage, error) {
 	rec := CallRecord{Tool: name, Principal: opts.Principal, Front: opts.Front, Kind: kind}
 	if g.recording() {
 		rec.Start = time.Now()
 	}
 	ctx, t := g.callContext(ctx, &rec, opts, false)
-	tg, resolveErr := resolve(name)
+	tg, resolveErr := resolve(ctx, name)
 	gc := &guard.Call{Tool: name, Principal: opts.Principal, Kind: kind, Arguments: map[string]any{}}
 	for k, v := range args {
 		gc.Arguments[k] = v
@@ -339,10 +356,10 @@ func (g *Gateway) Complete(ctx context.Context, params json.RawMessage, opts Cal
 	var err error
 	switch ref.Type {
 	case "ref/prompt":
-		tg, err = g.resolvePrompt(ref.Name)
+		tg, err = g.resolvePrompt(ctx, ref.Name)
 		ref.Name = tg.native
 	case "ref/resource":
-		tg, err = g.resolveURI(ref.URI)
+		tg, err = g.resolveURI(ctx, ref.URI)
 		ref.URI = tg.native
 	default:
 		return nil, utcp.NewError(utcp.CodeInvalidRequest, "completion/complete: ref.type %q is neither ref/prompt nor ref/resource", ref.Type)
@@ -371,7 +388,7 @@ func (g *Gateway) Complete(ctx context.Context, params json.RawMessage, opts Cal
 // first and unsubscribed on the last UnsubscribeResource, so every front
 // session that subscribes calls each once.
 func (g *Gateway) SubscribeResource(ctx context.Context, uri string) error {
-	tg, err := g.resolveURI(uri)
+	tg, err := g.resolveURI(ctx, uri)
 	if err != nil {
 		return err
 	}
@@ -405,7 +422,7 @@ func (g *Gateway) UnsubscribeResource(ctx context.Context, uri string) error {
 		return nil
 	}
 	delete(w.subs, uri)
-	tg, err := g.resolveURI(uri)
+	tg, err := g.resolveURI(WithScope(ctx, nil), uri) // subscribed within a scope already
 	if err != nil {
 		return nil // the backend is gone, and its subscription with it
 	}

@@ -40,6 +40,8 @@ type envConfig struct {
 	base    string        // an existing backend
 	f       *fixture.Fixture
 	noStart bool // do not start the dispatcher
+	// scopes is the gateway's PrincipalScope.
+	scopes func(string) *gateway.Scope
 }
 
 // reviewWhen is a guard that asks for review of the named tools and
@@ -75,7 +77,7 @@ func newReviewEnv(t *testing.T, cfg envConfig) *reviewEnv {
 		guard.WithGuardTimeout(2*time.Second), guard.WithBypass("demo.count"))
 	e.audit = audit.NewMemStore()
 	e.w = audit.NewWriter(e.audit, audit.WriterOptions{})
-	e.g = newGateway(t, gateway.Options{Guard: chain, Reviews: e.q, Audit: e.w})
+	e.g = newGateway(t, gateway.Options{Guard: chain, Reviews: e.q, Audit: e.w, PrincipalScope: cfg.scopes})
 	t.Cleanup(func() {
 		_ = e.q.Close(context.Background())
 		_ = e.w.Close(context.Background())
@@ -717,5 +719,51 @@ func TestCallerGoneAfterApproval(t *testing.T) {
 	time.Sleep(50 * time.Millisecond)
 	if n := e.f.Calls(); n != 1 {
 		t.Errorf("backend saw %d calls, want 1", n)
+	}
+}
+
+// TestNamedKeyApprovedReviewKeepsScope: a call parked for review
+// (NoWait) by a guard that reviews a name as typed, for a tool outside
+// the caller's scope, is dispatched by the daemon after approval within
+// the scope of the review's principal (Options.PrincipalScope): it fails
+// as tool_not_found and never reaches the backend. The same call by the
+// caller that waited fails the same way.
+func TestNamedKeyApprovedReviewKeepsScope(t *testing.T) {
+	narrow, err := gateway.NewScope([]string{"demo.echo"}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byName := guard.Func(func(_ context.Context, c *guard.Call) (guard.Verdict, error) {
+		if c.Tool == "demo.add" {
+			return guard.Verdict{Decision: guard.Review, Reason: "asked by name"}, nil
+		}
+		return guard.Verdict{Decision: guard.Allow}, nil
+	})
+	e := newReviewEnv(t, envConfig{guards: []guard.Named{{Name: "0:byname", Guard: byName}},
+		scopes: func(p string) *gateway.Scope {
+			if p == "narrow" {
+				return narrow
+			}
+			return nil
+		}})
+	ctx := gateway.WithScope(t.Context(), narrow)
+	_, err = e.g.CallTool(ctx, "demo.add", addArgs, gateway.CallOptions{NoWait: true, Principal: "narrow", Front: "rest"})
+	var pe *review.ParkedError
+	if !errors.As(err, &pe) {
+		t.Fatalf("want a *review.ParkedError, got %v", err)
+	}
+	if _, err := e.q.Decide(t.Context(), pe.ID, review.Decision{Approve: true}); err != nil {
+		t.Fatal(err)
+	}
+	done := e.waitStatus(t, pe.ID, review.StatusDone)
+	if done.Dispatched || done.Outcome != utcp.CodeToolNotFound {
+		t.Errorf("the approved call outside the scope: %+v", done)
+	}
+	if n := e.f.Calls(); n != 0 {
+		t.Errorf("backend saw %d calls, want none", n)
+	}
+	// Inside the scope the same key calls.
+	if _, err := e.g.CallTool(ctx, "demo.echo", map[string]any{"message": "x"}, gateway.CallOptions{Principal: "narrow"}); err != nil {
+		t.Errorf("demo.echo within the scope: %v", err)
 	}
 }

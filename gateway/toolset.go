@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -115,7 +116,7 @@ func ValidateToolset(name string, s ToolsetSpec) error {
 	}
 	for field, globs := range map[string][]string{"include": s.Include, "exclude": s.Exclude} {
 		for _, g := range globs {
-			if err := checkGlob(g); err != nil {
+			if err := checkToolsetGlob(g); err != nil {
 				return bad(field, "glob %q: %v", g, err)
 			}
 		}
@@ -204,19 +205,14 @@ func exactly(globs []string, name string) bool {
 	return slices.Contains(globs, name)
 }
 
-func checkGlob(g string) error {
-	switch {
-	case g == "":
-		return fmt.Errorf("empty")
-	case len(g) > 256:
+// checkToolsetGlob is checkGlob (the key scopes' rule: no white space,
+// control or reserved characters, no "!": a toolset has exclude for that)
+// and at most 256 bytes.
+func checkToolsetGlob(g string) error {
+	if len(g) > 256 {
 		return fmt.Errorf("longer than 256 characters")
 	}
-	for _, r := range g {
-		if r < 0x20 || r == 0x7f || r == ' ' {
-			return fmt.Errorf("has a space or control character")
-		}
-	}
-	return nil
+	return checkGlob(g)
 }
 
 func matchAny(globs []string, name string) bool {
@@ -277,6 +273,7 @@ type toolsetCache struct {
 	listed []*utcp.Tool          // members in listed form, sorted by listed name
 	byName map[string]*utcp.Tool // listed name → listed form
 	real   map[string]string     // listed name → real qualified name
+	defs   map[string]*utcp.Tool // listed name → the real tool (scopes decide by it)
 }
 
 // Name is the toolset's name.
@@ -326,12 +323,14 @@ func (ts *Toolset) current() *toolsetCache {
 	if ts.built && ts.gen == gen {
 		return ts.cache
 	}
-	c := &toolsetCache{byName: map[string]*utcp.Tool{}, real: map[string]string{}}
+	c := &toolsetCache{byName: map[string]*utcp.Tool{}, real: map[string]string{}, defs: map[string]*utcp.Tool{}}
 	renamedTo := map[string]bool{}
 	for _, to := range ts.spec.Rename {
 		renamedTo[to] = true
 	}
-	for _, t := range ts.g.ListTools() {
+	// Every tool (no caller's scope): the callers' scopes filter the
+	// cache (visible).
+	for _, t := range ts.g.ListTools(context.Background()) {
 		if !ts.Contains(t) {
 			continue
 		}
@@ -347,6 +346,7 @@ func (ts *Toolset) current() *toolsetCache {
 		}
 		lt := ts.listedForm(t, listed)
 		c.real[listed] = t.Name
+		c.defs[listed] = t
 		c.byName[listed] = lt
 		c.listed = append(c.listed, lt)
 	}
@@ -429,10 +429,28 @@ func withAnnotations(raw json.RawMessage, defaults map[string]any) json.RawMessa
 	return b
 }
 
-// Tools returns the members in their listed form (name, description,
-// schema without hidden arguments, annotations), sorted by listed name.
-// The tools are shared: do not modify them.
-func (ts *Toolset) Tools() []*utcp.Tool { return slices.Clone(ts.current().listed) }
+// visible reports whether the caller's scope (ScopeFrom(ctx), entered
+// through the toolset) allows the member listed as name.
+func (c *toolsetCache) visible(ctx context.Context, name string) bool {
+	def, ok := c.defs[name]
+	return ok && ScopeFrom(ctx).Allows(def)
+}
+
+// Tools returns the members the caller's scope allows (the API key in
+// ctx: its scope decides by the real name and tags) in their listed form
+// (name, description, schema without hidden arguments, annotations),
+// sorted by listed name. The tools are shared: do not modify them.
+func (ts *Toolset) Tools(ctx context.Context) []*utcp.Tool {
+	ctx = ts.enter(ctx)
+	c := ts.current()
+	out := make([]*utcp.Tool, 0, len(c.listed))
+	for _, t := range c.listed {
+		if c.visible(ctx, t.Name) {
+			out = append(out, t)
+		}
+	}
+	return out
+}
 
 // Member is one member of a toolset: the name it is listed under and its
 // real qualified name.
@@ -441,7 +459,8 @@ type Member struct {
 	Qualified string `json:"qualified"`
 }
 
-// Members returns the members now, sorted by listed name.
+// Members returns every member now (no caller's scope applies: for the
+// admin), sorted by listed name.
 func (ts *Toolset) Members() []Member {
 	c := ts.current()
 	out := make([]Member, len(c.listed))
@@ -453,26 +472,31 @@ func (ts *Toolset) Members() []Member {
 
 // Listed returns what a front lists for the toolset: the meta-tools for
 // Discovery "search", else Tools.
-func (ts *Toolset) Listed() []*utcp.Tool {
+func (ts *Toolset) Listed(ctx context.Context) []*utcp.Tool {
 	if ts.Search() {
 		return metaTools()
 	}
-	return ts.Tools()
+	return ts.Tools(ctx)
 }
 
 // Tool returns the member listed as name, in listed form; a name that is
 // not listed (a real name outside the toolset, or a renamed member's real
-// name) is tool_not_found.
-func (ts *Toolset) Tool(name string) (*utcp.Tool, error) {
-	if t, ok := ts.current().byName[name]; ok {
+// name), or that the caller's scope does not allow, is tool_not_found.
+func (ts *Toolset) Tool(ctx context.Context, name string) (*utcp.Tool, error) {
+	ctx = ts.enter(ctx)
+	c := ts.current()
+	if t, ok := c.byName[name]; ok && c.visible(ctx, name) {
 		return t, nil
 	}
 	return nil, ts.notFound(name)
 }
 
-// Resolve maps a listed name to the member's real qualified name.
-func (ts *Toolset) Resolve(name string) (string, error) {
-	if real, ok := ts.current().real[name]; ok {
+// Resolve maps a listed name to the member's real qualified name, as Tool
+// finds it.
+func (ts *Toolset) Resolve(ctx context.Context, name string) (string, error) {
+	ctx = ts.enter(ctx)
+	c := ts.current()
+	if real, ok := c.real[name]; ok && c.visible(ctx, name) {
 		return real, nil
 	}
 	return "", ts.notFound(name)
@@ -509,7 +533,8 @@ func (ts *Toolset) arguments(real string, args map[string]any) (map[string]any, 
 // the listed name, the description and the tags; all words must occur
 // somewhere) and returns at most limit (0: 20), best first, in listed
 // form. An empty query lists the members in name order.
-func (ts *Toolset) SearchTools(query string, limit int) []*utcp.Tool {
+func (ts *Toolset) SearchTools(ctx context.Context, query string, limit int) []*utcp.Tool {
+	ctx = ts.enter(ctx)
 	if limit <= 0 {
 		limit = 20
 	}
@@ -519,7 +544,11 @@ func (ts *Toolset) SearchTools(query string, limit int) []*utcp.Tool {
 		score int
 	}
 	var hits []hit
-	for _, t := range ts.current().listed {
+	c := ts.current()
+	for _, t := range c.listed {
+		if !c.visible(ctx, t.Name) {
+			continue
+		}
 		name, desc := strings.ToLower(t.Name), strings.ToLower(t.Description)
 		tags := strings.ToLower(strings.Join(t.Tags, " "))
 		score := 0

@@ -140,8 +140,18 @@ func (g *Gateway) reloadToolsets(ctx context.Context, st ToolsetStore) error {
 	return nil
 }
 
+// ToolsetFor returns the toolset called name as Toolset does, for the
+// caller in ctx: an API key with a toolsets list (APIKey.Toolsets) reaches
+// only those, any other is not_found as a toolset that does not exist.
+func (g *Gateway) ToolsetFor(ctx context.Context, name string) (*Toolset, error) {
+	if k := APIKeyFrom(ctx); k != nil && len(k.Toolsets) > 0 && !slices.Contains(k.Toolsets, name) {
+		return nil, utcp.NewError(utcp.CodeNotFound, "no toolset %q", name).WithDetail("toolset", name)
+	}
+	return g.Toolset(name)
+}
+
 // Toolset returns the toolset called name: not_found (details: toolset)
-// when there is none.
+// when there is none. It applies no API key: fronts use ToolsetFor.
 func (g *Gateway) Toolset(name string) (*Toolset, error) {
 	t := g.toolsets()
 	t.mu.Lock()
@@ -257,10 +267,11 @@ func readOnlyToolset(name string) error {
 // audit record see the real name and the toolset. A name the toolset does
 // not list is tool_not_found.
 func (ts *Toolset) CallTool(ctx context.Context, name string, args map[string]any, opts CallOptions) (*utcp.Result, error) {
+	ctx = ts.enter(ctx)
 	if ts.Search() {
 		switch name {
 		case MetaSearchTools, MetaDescribeTool:
-			return ts.meta(name, args)
+			return ts.meta(ctx, name, args)
 		case MetaCallTool:
 			inner, innerArgs, err := callToolArgs(args)
 			if err != nil {
@@ -269,7 +280,7 @@ func (ts *Toolset) CallTool(ctx context.Context, name string, args map[string]an
 			name, args = inner, innerArgs
 		}
 	}
-	real, args, err := ts.prepare(name, args)
+	real, args, err := ts.prepare(ctx, name, args)
 	if err != nil {
 		return nil, err
 	}
@@ -280,10 +291,11 @@ func (ts *Toolset) CallTool(ctx context.Context, name string, args map[string]an
 // CallToolStreaming is CallTool as a stream (the meta-tools search_tools
 // and describe_tool answer one event).
 func (ts *Toolset) CallToolStreaming(ctx context.Context, name string, args map[string]any, opts CallOptions) (transports.Stream, error) {
+	ctx = ts.enter(ctx)
 	if ts.Search() {
 		switch name {
 		case MetaSearchTools, MetaDescribeTool:
-			res, err := ts.meta(name, args)
+			res, err := ts.meta(ctx, name, args)
 			if err != nil {
 				return nil, err
 			}
@@ -296,7 +308,7 @@ func (ts *Toolset) CallToolStreaming(ctx context.Context, name string, args map[
 			name, args = inner, innerArgs
 		}
 	}
-	real, args, err := ts.prepare(name, args)
+	real, args, err := ts.prepare(ctx, name, args)
 	if err != nil {
 		return nil, err
 	}
@@ -304,8 +316,8 @@ func (ts *Toolset) CallToolStreaming(ctx context.Context, name string, args map[
 	return ts.g.CallToolStreaming(ctx, real, args, opts)
 }
 
-func (ts *Toolset) prepare(name string, args map[string]any) (string, map[string]any, error) {
-	real, err := ts.Resolve(name)
+func (ts *Toolset) prepare(ctx context.Context, name string, args map[string]any) (string, map[string]any, error) {
+	real, err := ts.Resolve(ctx, name)
 	if err != nil {
 		return "", nil, err
 	}
@@ -337,7 +349,7 @@ func callToolArgs(args map[string]any) (string, map[string]any, error) {
 }
 
 // meta answers search_tools and describe_tool.
-func (ts *Toolset) meta(name string, args map[string]any) (*utcp.Result, error) {
+func (ts *Toolset) meta(ctx context.Context, name string, args map[string]any) (*utcp.Result, error) {
 	switch name {
 	case MetaSearchTools:
 		q, _ := args["query"].(string)
@@ -351,7 +363,7 @@ func (ts *Toolset) meta(name string, args map[string]any) (*utcp.Result, error) 
 		case int:
 			limit = v
 		}
-		found := ts.SearchTools(q, min(max(limit, 0), 100))
+		found := ts.SearchTools(ctx, q, min(max(limit, 0), 100))
 		list := make([]any, 0, len(found))
 		for _, t := range found {
 			list = append(list, map[string]any{"name": t.Name, "description": t.Description, "tags": nonNil(t.Tags)})
@@ -362,7 +374,7 @@ func (ts *Toolset) meta(name string, args map[string]any) (*utcp.Result, error) 
 		if n == "" {
 			return nil, utcp.NewError(utcp.CodeInvalidArguments, "describe_tool needs \"name\", a tool search_tools found").WithDetail("argument", "name")
 		}
-		t, err := ts.Tool(n)
+		t, err := ts.Tool(ctx, n)
 		if err != nil {
 			return nil, err
 		}
@@ -425,3 +437,51 @@ func (s *oneEvent) Recv() (*utcp.Event, error) {
 }
 
 func (s *oneEvent) Close() error { return nil }
+
+type throughToolsetKey struct{}
+
+// enter marks ctx as a call through the toolset: for an API key with a
+// toolsets list (which sees nothing outside its toolsets, ScopeFrom) the
+// key's own scope applies again. A key whose list does not name the
+// toolset sees nothing through it either (ToolsetFor refuses it first).
+func (ts *Toolset) enter(ctx context.Context) context.Context {
+	if k := APIKeyFrom(ctx); k == nil || len(k.Toolsets) == 0 || !slices.Contains(k.Toolsets, ts.name) {
+		return ctx
+	}
+	if v, _ := ctx.Value(throughToolsetKey{}).(string); v == ts.name {
+		return ctx
+	}
+	return context.WithValue(ctx, throughToolsetKey{}, ts.name)
+}
+
+// noTools is the scope of an API key with a toolsets list outside its
+// toolsets: nothing.
+var noTools = func() *Scope {
+	s, err := NewScope([]string{"!*"}, nil, nil)
+	if err != nil {
+		panic(err)
+	}
+	return s
+}()
+
+// toolsetOnly reports whether ctx's API key is usable only through its
+// toolsets and ctx is not inside one of them.
+func toolsetOnly(ctx context.Context) bool {
+	k := APIKeyFrom(ctx)
+	if k == nil || len(k.Toolsets) == 0 {
+		return false
+	}
+	v, _ := ctx.Value(throughToolsetKey{}).(string)
+	return v == "" || !slices.Contains(k.Toolsets, v)
+}
+
+// AuthMetadata returns the auth metadata (Gateway.AuthMetadata) of the
+// member listed as name, as Tool finds it.
+func (ts *Toolset) AuthMetadata(ctx context.Context, name string) (utcp.AuthMetadata, error) {
+	ctx = ts.enter(ctx)
+	real, err := ts.Resolve(ctx, name)
+	if err != nil {
+		return utcp.AuthMetadata{}, err
+	}
+	return ts.g.AuthMetadata(ctx, real)
+}

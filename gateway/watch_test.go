@@ -1,6 +1,7 @@
 package gateway_test
 
 import (
+	"context"
 	"sync/atomic"
 	"testing"
 
@@ -14,7 +15,7 @@ func TestSubscribe(t *testing.T) {
 	var seen atomic.Int64 // tools ListTools showed inside the callback
 	cancelA := g.Subscribe(func() {
 		a.Add(1)
-		seen.Store(int64(len(g.ListTools())))
+		seen.Store(int64(len(g.ListTools(context.Background()))))
 	})
 	cancelB := g.Subscribe(func() { b.Add(1) })
 	defer cancelB()

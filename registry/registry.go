@@ -335,23 +335,85 @@ func (r *Registry) Len() int {
 // none is close, or name is longer than 256 bytes). Suggestions cost time
 // linear in the number of distinct short names, on the miss path only and
 // mostly outside the lock. Errors are *utcp.Error.
-func (r *Registry) Resolve(name string) (*Tool, error) {
+func (r *Registry) Resolve(name string) (*Tool, error) { return r.ResolveIn(nil, name) }
+
+// Scope limits the tools a caller may see and call (gateway.Scope is
+// one). A nil Scope allows every tool. Allows must be fast, safe for
+// concurrent use and must not call back into the Registry.
+type Scope interface {
+	// Allows reports whether the caller may see and call the tool def.
+	Allows(def *utcp.Tool) bool
+}
+
+// ManualScope may be implemented by a Scope that can rule out a whole
+// manual: MayAllowManual returns false only when the scope allows none
+// of the manual's tools, whatever they are (a true answer promises
+// nothing). The registry then skips the manual's tools.
+type ManualScope interface {
+	MayAllowManual(manual string) bool
+}
+
+// mayAllow reports whether sc may allow some tool of the manual name.
+func mayAllow(sc Scope, name string) bool {
+	if ms, ok := sc.(ManualScope); ok {
+		return ms.MayAllowManual(name)
+	}
+	return true
+}
+
+// allows reports whether sc allows e's tool.
+func allows(sc Scope, e *entry) bool { return sc == nil || sc.Allows(e.tool.Def) }
+
+// visible reports whether sc allows at least one tool of ms: a manual
+// none of whose tools is in scope does not exist for the caller.
+func visible(sc Scope, ms *manualState) bool {
+	if sc == nil {
+		return true
+	}
+	if !mayAllow(sc, ms.m.Name) {
+		return false
+	}
+	for _, e := range ms.entries {
+		if allows(sc, e) {
+			return true
+		}
+	}
+	return false
+}
+
+// ResolveIn is Resolve within the scope sc, as if the registry held only
+// the tools sc allows: a tool outside sc, and a manual none of whose
+// tools is in sc, do not exist, so a name ambiguous in the whole registry
+// but unique within sc resolves, and a name outside sc fails exactly as a
+// name that no tool has (the same tool_not_found error, with suggestions
+// drawn from sc only): the answer tells nothing of what sc hides. A nil
+// sc is Resolve.
+func (r *Registry) ResolveIn(sc Scope, name string) (*Tool, error) {
 	r.mu.RLock()
-	if e, ok := r.byName[name]; ok {
+	if e, ok := r.byName[name]; ok && allows(sc, e) {
 		r.mu.RUnlock()
 		return e.tool, nil
 	}
 	if m, _, ok := SplitName(name); ok {
-		if _, known := r.manuals[m]; known {
+		if ms, known := r.manuals[m]; known && visible(sc, ms) {
 			r.mu.RUnlock()
-			return nil, r.notFound(name)
+			return nil, r.notFound(sc, name)
 		}
 	}
 	es := r.byShort[name]
+	if sc != nil {
+		var in []*entry
+		for _, e := range es {
+			if allows(sc, e) {
+				in = append(in, e)
+			}
+		}
+		es = in
+	}
 	switch len(es) {
 	case 0:
 		r.mu.RUnlock()
-		return nil, r.notFound(name)
+		return nil, r.notFound(sc, name)
 	case 1:
 		r.mu.RUnlock()
 		return es[0].tool, nil
@@ -372,6 +434,25 @@ func (r *Registry) Resolve(name string) (*Tool, error) {
 		WithDetail("tool", name).WithDetail("candidates", cands)
 }
 
+// ToolsIn returns the tools sc allows, as Tools orders them.
+func (r *Registry) ToolsIn(sc Scope) []*Tool {
+	if sc == nil {
+		return r.Tools()
+	}
+	var out []*Tool
+	for _, m := range r.Manuals() {
+		if !mayAllow(sc, m.Name) {
+			continue
+		}
+		for _, t := range m.Tools {
+			if sc.Allows(t.Def) {
+				out = append(out, t)
+			}
+		}
+	}
+	return out
+}
+
 const (
 	// maxSuggestions is the number of did-you-mean names a miss reports.
 	maxSuggestions = 5
@@ -380,11 +461,11 @@ const (
 	maxSuggestLen = 256
 )
 
-// notFound builds the tool_not_found error with suggestions. r.mu must not
-// be held.
-func (r *Registry) notFound(name string) error {
+// notFound builds the tool_not_found error with suggestions within sc.
+// r.mu must not be held.
+func (r *Registry) notFound(sc Scope, name string) error {
 	return utcp.NewError(utcp.CodeToolNotFound, "tool %q not found", name).
-		WithDetail("tool", name).WithDetail("did_you_mean", r.suggest(name))
+		WithDetail("tool", name).WithDetail("did_you_mean", r.suggest(sc, name))
 }
 
 // suggest returns up to maxSuggestions qualified names for a name that did
@@ -401,7 +482,7 @@ func (r *Registry) notFound(name string) error {
 // edit distance (length and letter-count difference) that drops the ones
 // utcp.Closest would reject; the edit distances are computed after the
 // lock is released, so a miss never holds up writers for long.
-func (r *Registry) suggest(name string) []string {
+func (r *Registry) suggest(sc Scope, name string) []string {
 	out := []string{}
 	if name == "" || len(name) > maxSuggestLen {
 		return out
@@ -413,16 +494,21 @@ func (r *Registry) suggest(name string) []string {
 		if _, ok := shortOf[short]; ok {
 			return
 		}
-		qs := make([]string, len(es))
-		for i, e := range es {
-			qs[i] = e.tool.Name
+		qs := make([]string, 0, len(es))
+		for _, e := range es {
+			if allows(sc, e) {
+				qs = append(qs, e.tool.Name)
+			}
+		}
+		if len(qs) == 0 {
+			return
 		}
 		shortOf[short] = qs
 		cands = append(cands, short)
 	}
 	addManual := func(ms *manualState) {
 		for _, e := range ms.entries {
-			if f.plausible(e.tool.Name) {
+			if allows(sc, e) && f.plausible(e.tool.Name) {
 				cands = append(cands, e.tool.Name)
 			}
 		}
@@ -432,21 +518,27 @@ func (r *Registry) suggest(name string) []string {
 	r.mu.RLock()
 	if es := r.byShort[name]; len(es) > 0 { // only when name is qualified by a manual
 		for _, e := range es {
-			exact = append(exact, e.tool.Name)
+			if allows(sc, e) {
+				exact = append(exact, e.tool.Name)
+			}
 		}
 	}
 	if qualified {
 		for _, e := range r.byShort[rest] {
-			exact = append(exact, e.tool.Name)
+			if allows(sc, e) {
+				exact = append(exact, e.tool.Name)
+			}
 		}
 	}
-	if ms, ok := r.manuals[m]; ok && qualified {
+	if ms, ok := r.manuals[m]; ok && qualified && visible(sc, ms) {
 		addManual(ms)
 	} else {
 		if qualified {
-			names := make([]string, len(r.order))
-			for i, ms := range r.order {
-				names[i] = ms.m.Name
+			names := make([]string, 0, len(r.order))
+			for _, ms := range r.order {
+				if visible(sc, ms) {
+					names = append(names, ms.m.Name)
+				}
 			}
 			for _, c := range utcp.Closest(m, names, 3) {
 				if ms, ok := r.manuals[c]; ok {

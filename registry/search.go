@@ -36,6 +36,13 @@ import (
 // its cost grows with the number of matching tools and limit, not with
 // the size of the registry (except for limit <= 0, which returns them all).
 func (r *Registry) Search(query string, limit int, tags []string) []*Tool {
+	return r.SearchIn(nil, query, limit, tags)
+}
+
+// SearchIn is Search within scope: the tools scope does not allow are
+// not considered (the limit counts the tools returned). A nil scope is
+// Search.
+func (r *Registry) SearchIn(scope Scope, query string, limit int, tags []string) []*Tool {
 	ql := strings.ToLower(query)
 	qwords := map[string]struct{}{}
 	var qlist []string
@@ -148,9 +155,10 @@ func (r *Registry) Search(query string, limit int, tags []string) []*Tool {
 	for _, slot := range s.touched {
 		x := &sl[slot]
 		sc := r.tagWeight*float64(x.tagHits) + r.descWeight*float64(x.descHits)
-		if sc > 0 {
+		// (a tool outside scope is never positive, so the zero-score
+		// pass below skips it too)
+		if e := r.slots[slot]; sc > 0 && allows(scope, e) {
 			x.positive = gen
-			e := r.slots[slot]
 			hits = append(hits, scored{e: e, score: sc, ord: e.order()})
 		}
 	}
@@ -190,7 +198,7 @@ func (r *Registry) Search(query string, limit int, tags []string) []*Tool {
 	}
 
 	// Zero-score tools, in registration order.
-	zero := func(e *entry) bool { return sl[e.slot].positive != gen }
+	zero := func(e *entry) bool { return sl[e.slot].positive != gen && allows(scope, e) }
 	if filtered {
 		es := make([]*entry, 0, len(allowed))
 		for _, slot := range allowed {

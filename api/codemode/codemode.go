@@ -143,10 +143,11 @@ type Tools interface {
 	// CallTool calls a tool once, as gateway.Gateway.CallTool.
 	CallTool(ctx context.Context, name string, args map[string]any, opts gateway.CallOptions) (*utcp.Result, error)
 	// SearchTools returns up to limit tools matching query (limit <= 0:
-	// all), as gateway.Gateway.SearchTools.
-	SearchTools(query string, limit int, tags []string) []*utcp.Tool
-	// ListTools returns every tool.
-	ListTools() []*utcp.Tool
+	// all), as gateway.Gateway.SearchTools: within the caller's scope
+	// (gateway.ScopeFrom(ctx)).
+	SearchTools(ctx context.Context, query string, limit int, tags []string) []*utcp.Tool
+	// ListTools returns every tool within the caller's scope.
+	ListTools(ctx context.Context) []*utcp.Tool
 }
 
 // Options configure a Runner. Tools is required; zero fields take the

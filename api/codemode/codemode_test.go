@@ -300,7 +300,7 @@ func TestRequestValidation(t *testing.T) {
 
 func TestInterfaces(t *testing.T) {
 	e := newTestEnv(t, Options{})
-	in := BuildInterfaces(e.r.SelectTools("", 0, nil))
+	in := BuildInterfaces(e.r.SelectTools(t.Context(), "", 0, nil))
 	if len(in.Tools) != 5 || !strings.HasPrefix(in.Text, "-- utcpd CodeMode") {
 		t.Fatalf("%+v", in)
 	}

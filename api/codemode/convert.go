@@ -301,7 +301,7 @@ func searchTools(L *lua.LState) int {
 	rn := runOf(L)
 	q := L.OptString(1, "")
 	limit := L.OptInt(2, 10)
-	tools := rn.r.opts.Tools.SearchTools(q, limit, nil)
+	tools := rn.r.opts.Tools.SearchTools(rn.ctx, q, limit, nil)
 	out := L.CreateTable(len(tools), 0)
 	for i, t := range tools {
 		e := L.CreateTable(0, 5)
@@ -327,7 +327,7 @@ func searchTools(L *lua.LState) int {
 // listTools is list_tools() → a list of qualified names.
 func listTools(L *lua.LState) int {
 	rn := runOf(L)
-	tools := rn.r.opts.Tools.ListTools()
+	tools := rn.r.opts.Tools.ListTools(rn.ctx)
 	rn.charge(L, sizeTable+int64(len(tools))*(sizeEntry+sizeString+32))
 	out := L.CreateTable(len(tools), 0)
 	for i, t := range tools {

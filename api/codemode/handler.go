@@ -1,6 +1,7 @@
 package codemode
 
 import (
+	"context"
 	"encoding/json"
 	"log/slog"
 	"net/http"
@@ -120,20 +121,21 @@ func (h *Handler) interfaces(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
-	httpx.WriteJSON(w, http.StatusOK, BuildInterfaces(h.r.SelectTools(q.Get("q"), limit, tags)))
+	httpx.WriteJSON(w, http.StatusOK, BuildInterfaces(h.r.SelectTools(r.Context(), q.Get("q"), limit, tags)))
 }
 
 // SelectTools returns the tools matching query and tags (every tool when
-// both are empty), at most limit (0: all).
-func (r *Runner) SelectTools(query string, limit int, tags []string) []*utcp.Tool {
+// both are empty), at most limit (0: all), within the caller's scope
+// (gateway.ScopeFrom(ctx)).
+func (r *Runner) SelectTools(ctx context.Context, query string, limit int, tags []string) []*utcp.Tool {
 	if query == "" && len(tags) == 0 {
-		tools := r.opts.Tools.ListTools()
+		tools := r.opts.Tools.ListTools(ctx)
 		if limit > 0 && len(tools) > limit {
 			tools = tools[:limit]
 		}
 		return tools
 	}
-	return r.opts.Tools.SearchTools(query, limit, tags)
+	return r.opts.Tools.SearchTools(ctx, query, limit, tags)
 }
 
 // ToolDescription is the description of the codemode.run tool offered on

@@ -42,13 +42,13 @@ func (c *Console) toolsPage(w http.ResponseWriter, r *http.Request) {
 			tags = append(tags, t)
 		}
 	}
-	all := c.g.ListTools()
+	all := c.g.ListTools(r.Context())
 	d.Total = len(all)
 	var found []*utcp.Tool
 	off := d.Page * toolsPageSize
 	if d.Q != "" {
 		d.Searched = true
-		found = c.g.SearchTools(d.Q, off+toolsPageSize+1, tags)
+		found = c.g.SearchTools(r.Context(), d.Q, off+toolsPageSize+1, tags)
 	} else {
 		slices.SortFunc(all, func(a, b *utcp.Tool) int { return strings.Compare(a.Name, b.Name) })
 		for _, t := range all {
@@ -91,7 +91,7 @@ type toolData struct {
 // toolPage shows one tool and a form generated from its input schema.
 func (c *Console) toolPage(w http.ResponseWriter, r *http.Request) {
 	name := r.URL.Query().Get("name")
-	t, err := c.g.Tool(name)
+	t, err := c.g.Tool(r.Context(), name)
 	if err != nil {
 		c.renderError(w, r, nil, err)
 		return
@@ -113,7 +113,7 @@ func (c *Console) toolPage(w http.ResponseWriter, r *http.Request) {
 			d.Template = prettyJSON(utcp.Redact(b))
 		}
 	}
-	if am, err := c.g.AuthMetadata(t.Name); err == nil {
+	if am, err := c.g.AuthMetadata(r.Context(), t.Name); err == nil {
 		if b, err := json.Marshal(am); err == nil && string(b) != "{}" {
 			d.Auth = prettyJSON(b)
 		}

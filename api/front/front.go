@@ -290,7 +290,7 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 
 func (h *Handler) tool(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
-	t, err := h.g.Tool(name)
+	t, err := h.g.Tool(r.Context(), name)
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -301,7 +301,7 @@ func (h *Handler) tool(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out := toTool(t)
-	auth, err := h.g.AuthMetadata(t.Name)
+	auth, err := h.g.AuthMetadata(r.Context(), t.Name)
 	if err != nil {
 		h.fail(w, r, err)
 		return

@@ -1,6 +1,7 @@
 package front
 
 import (
+	"context"
 	"encoding/base64"
 	"hash/fnv"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 	"sync"
 
 	"github.com/utcpd/utcpd/api/httpx"
+	"github.com/utcpd/utcpd/gateway"
 	"github.com/utcpd/utcpd/utcp"
 )
 
@@ -41,7 +43,7 @@ func (h *Handler) sorted() []*utcp.Tool {
 	if c.ok && c.gen == gen {
 		return c.tools
 	}
-	ts := h.g.ListTools()
+	ts := h.g.ListTools(context.Background()) // every tool: listPage applies the scope
 	slices.SortFunc(ts, func(a, b *utcp.Tool) int { return strings.Compare(a.Name, b.Name) })
 	c.tools, c.gen, c.ok = ts, gen, true
 	return ts
@@ -165,9 +167,9 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request) {
 	var page []*utcp.Tool
 	next := ""
 	if lq.q == "" {
-		page, next = h.listPage(lq)
+		page, next = h.listPage(gateway.ScopeFrom(r.Context()), lq)
 	} else {
-		found := h.g.SearchTools(lq.q, lq.offset+lq.limit+1, lq.tags)
+		found := h.g.SearchTools(r.Context(), lq.q, lq.offset+lq.limit+1, lq.tags)
 		if lq.offset < len(found) {
 			page = found[lq.offset:min(len(found), lq.offset+lq.limit)]
 		}
@@ -192,7 +194,7 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request) {
 // listPage returns the listing page of lq (tools sorted by name, after
 // lq.after, having one of lq.tags when given) and the next page's cursor
 // ("" on the last page).
-func (h *Handler) listPage(lq listQuery) ([]*utcp.Tool, string) {
+func (h *Handler) listPage(sc *gateway.Scope, lq listQuery) ([]*utcp.Tool, string) {
 	all := h.sorted()
 	i, _ := slices.BinarySearchFunc(all, lq.after, func(t *utcp.Tool, name string) int { return strings.Compare(t.Name, name) })
 	if i < len(all) && lq.after != "" && all[i].Name == lq.after {
@@ -208,7 +210,7 @@ func (h *Handler) listPage(lq listQuery) ([]*utcp.Tool, string) {
 	page := make([]*utcp.Tool, 0, min(lq.limit, len(all)-i))
 	for ; i < len(all); i++ {
 		t := all[i]
-		if want != nil && !hasTag(t, want) {
+		if (want != nil && !hasTag(t, want)) || !sc.Allows(t) {
 			continue
 		}
 		if len(page) == lq.limit {

@@ -50,7 +50,7 @@ func (h *Handler) registerToolsets(handle func(string, http.HandlerFunc)) {
 }
 
 func (h *Handler) toolset(r *http.Request) (*gateway.Toolset, error) {
-	return h.g.Toolset(r.PathValue("toolset"))
+	return h.g.ToolsetFor(r.Context(), r.PathValue("toolset"))
 }
 
 func (h *Handler) toolsetList(w http.ResponseWriter, r *http.Request) {
@@ -71,9 +71,9 @@ func (h *Handler) toolsetList(w http.ResponseWriter, r *http.Request) {
 	}
 	var tools []*utcp.Tool
 	if s := q.Get("q"); s != "" {
-		tools = ts.SearchTools(s, limit)
+		tools = ts.SearchTools(r.Context(), s, limit)
 	} else {
-		tools = ts.Listed()
+		tools = ts.Listed(r.Context())
 		if len(tools) > limit {
 			tools = tools[:limit]
 		}
@@ -105,25 +105,20 @@ func (h *Handler) toolsetTool(w http.ResponseWriter, r *http.Request) {
 	}
 	name := r.PathValue("name")
 	if ts.Search() {
-		for _, m := range ts.Listed() {
+		for _, m := range ts.Listed(r.Context()) {
 			if m.Name == name {
 				httpx.WriteJSON(w, http.StatusOK, toTool(m))
 				return
 			}
 		}
 	}
-	t, err := ts.Tool(name)
-	if err != nil {
-		h.fail(w, r, err)
-		return
-	}
-	real, err := ts.Resolve(name)
+	t, err := ts.Tool(r.Context(), name)
 	if err != nil {
 		h.fail(w, r, err)
 		return
 	}
 	out := toTool(t)
-	auth, err := h.g.AuthMetadata(real)
+	auth, err := ts.AuthMetadata(r.Context(), name)
 	if err != nil {
 		h.fail(w, r, err)
 		return

@@ -20,21 +20,38 @@ import (
 // reload, PUT) is a new *utcp.Tool, so it is rendered afresh. Callers
 // passing other tools must not modify them after the first export either.
 //
-// The set is the list given as all (gateway.ListTools): when it holds the
-// same pointers in the same order as on the previous call, the previous
-// mapping and renderings are used as they are; otherwise the mapping is
-// computed again, the renderings of tools still in the set are kept and
-// those of removed tools dropped. A rendering is kept only for tools of
-// the current set, and only when it was made with the name the current
-// mapping gives (a collision appearing or vanishing elsewhere in the set
-// can change a tool's name), so the memory held is bounded by the live
-// tools times the variants asked for.
+// The set is the list given as all (gateway.ListTools, within the
+// caller's API key scope): when it holds the same pointers in the same
+// order as one of the last maxSnapshots sets (one per key scope in use,
+// typically), that set's mapping and renderings are used as they are;
+// otherwise the mapping is computed again, the renderings of its tools
+// that a kept set has are kept and the others made afresh, and the
+// oldest set is dropped. A rendering is used only when it was made with
+// the name the set's mapping gives (a collision appearing or vanishing
+// elsewhere in the set can change a tool's name), so the memory held is
+// bounded by the tools of the kept sets times the variants asked for.
 //
 // The zero Cache is ready to use; a Cache is safe for concurrent use. Its
 // results are byte for byte those of Export with NewNames over all.
 type Cache struct {
-	mu   sync.Mutex // serialises rebuilds of snap
-	snap atomic.Pointer[snapshot]
+	mu    sync.Mutex                  // serialises rebuilds of snaps
+	snaps atomic.Pointer[[]*snapshot] // the kept sets, the newest first
+}
+
+// maxSnapshots is how many tool sets a Cache keeps: the daemon's sets
+// differ by API key scope.
+const maxSnapshots = 8
+
+// find returns the kept snapshot of all, nil if none.
+func (c *Cache) find(all []*utcp.Tool) *snapshot {
+	if ss := c.snaps.Load(); ss != nil {
+		for _, s := range *ss {
+			if slices.Equal(s.all, all) {
+				return s
+			}
+		}
+	}
+	return nil
 }
 
 // snapshot is the cached state of one tool set. It is immutable except
@@ -107,17 +124,20 @@ func (c *Cache) ExportPieces(p Provider, tools, all []*utcp.Tool, opts ExportOpt
 	return joinedLen(p, frags), func(w io.Writer) { writeJoined(w, p, frags) }, nil
 }
 
-// snapshot returns the snapshot of all, building it when all differs
-// from the cached one.
+// snapshot returns the snapshot of all, building it when no kept one
+// holds that list.
 func (c *Cache) snapshot(all []*utcp.Tool) *snapshot {
-	if s := c.snap.Load(); s != nil && slices.Equal(s.all, all) {
+	if s := c.find(all); s != nil {
 		return s
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	old := c.snap.Load()
-	if old != nil && slices.Equal(old.all, all) {
-		return old
+	if s := c.find(all); s != nil {
+		return s
+	}
+	var kept []*snapshot
+	if ss := c.snaps.Load(); ss != nil {
+		kept = *ss
 	}
 	qs := make([]string, len(all))
 	for i, t := range all {
@@ -129,14 +149,17 @@ func (c *Cache) snapshot(all []*utcp.Tool) *snapshot {
 			continue
 		}
 		e := (*entry)(nil)
-		if old != nil {
-			e = old.entries[t]
+		for _, old := range kept {
+			if e = old.entries[t]; e != nil {
+				break
+			}
 		}
 		if e == nil {
 			e = new(entry)
 		}
 		s.entries[t] = e
 	}
-	c.snap.Store(s)
+	next := append([]*snapshot{s}, kept[:min(len(kept), maxSnapshots-1)]...)
+	c.snaps.Store(&next)
 	return s
 }

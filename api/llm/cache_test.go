@@ -242,7 +242,7 @@ func TestExportRouteAfterChange(t *testing.T) {
 		t.Helper()
 		for _, v := range variants {
 			q := llm.ExportQuery{Options: llm.ExportOptions{Strict: v.strict}}
-			want, err := llm.ExportTools(g, v.p, q)
+			want, err := llm.ExportTools(t.Context(), g, v.p, q)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -337,5 +337,34 @@ func TestExportPiecesSameBytes(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestNamedKeyCacheKeepsSeveralSets: exports alternating between the tool
+// sets of two API key scopes keep both sets' mappings (the same *Names
+// each time, no rebuild) and give each set's cold bytes; a ninth set
+// pushes out the oldest.
+func TestNamedKeyCacheKeepsSeveralSets(t *testing.T) {
+	all := append(testTools(), benchTools(50)...)
+	a, b := all[:20], all[10:]
+	var c llm.Cache
+	na, nb := c.Names(a), c.Names(b)
+	for round := range 3 {
+		if c.Names(a) != na || c.Names(b) != nb {
+			t.Fatalf("round %d: a set's mapping was rebuilt", round)
+		}
+		for _, v := range variants {
+			for _, set := range [][]*utcp.Tool{a, b} {
+				if got, want := cached(t, &c, v.p, set, set, v.strict), cold(t, v.p, set, set, v.strict); !bytes.Equal(got, want) {
+					t.Fatalf("%s strict=%v round %d: cached export differs from the cold one", v.p, v.strict, round)
+				}
+			}
+		}
+	}
+	for i := range 8 {
+		c.Names(all[i : i+30])
+	}
+	if c.Names(a) == na {
+		t.Error("nine sets are kept")
 	}
 }

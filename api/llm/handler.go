@@ -126,16 +126,17 @@ type ExportQuery struct {
 }
 
 // ExportTools selects the tools of g by q and exports them in p's format,
-// named by the mapping over every registered tool (so that execution
+// named by the mapping over every tool the caller's scope allows
+// (gateway.ScopeFrom(ctx); so that execution, within the same scope,
 // finds them). It renders every tool (a one-off export); the Handler's
 // route gives the same bytes from its Cache.
-func ExportTools(g *gateway.Gateway, p Provider, q ExportQuery) (json.RawMessage, error) {
-	return exportTools(g, p, q, nil)
+func ExportTools(ctx context.Context, g *gateway.Gateway, p Provider, q ExportQuery) (json.RawMessage, error) {
+	return exportTools(ctx, g, p, q, nil)
 }
 
 // exportTools is ExportTools, through c when it is not nil.
-func exportTools(g *gateway.Gateway, p Provider, q ExportQuery, c *Cache) (json.RawMessage, error) {
-	tools, all := selectTools(g, q)
+func exportTools(ctx context.Context, g *gateway.Gateway, p Provider, q ExportQuery, c *Cache) (json.RawMessage, error) {
+	tools, all := selectTools(ctx, g, q)
 	if c != nil {
 		return c.Export(p, tools, all, q.Options)
 	}
@@ -144,15 +145,15 @@ func exportTools(g *gateway.Gateway, p Provider, q ExportQuery, c *Cache) (json.
 
 // selectTools returns the tools an export query names (CodeMode's first
 // when asked for) and every registered tool (for the name mapping).
-func selectTools(g *gateway.Gateway, q ExportQuery) (tools, all []*utcp.Tool) {
-	all = g.ListTools()
+func selectTools(ctx context.Context, g *gateway.Gateway, q ExportQuery) (tools, all []*utcp.Tool) {
+	all = g.ListTools(ctx)
 	if q.Q == "" && len(q.Tags) == 0 {
 		tools = all
 		if q.Limit > 0 && len(tools) > q.Limit {
 			tools = tools[:q.Limit]
 		}
 	} else {
-		tools = g.SearchTools(q.Q, q.Limit, q.Tags)
+		tools = g.SearchTools(ctx, q.Q, q.Limit, q.Tags)
 	}
 	if q.CodeMode {
 		tools = slices.DeleteFunc(slices.Clone(tools), func(t *utcp.Tool) bool { return t.Name == codemode.ToolName })
@@ -205,16 +206,16 @@ func (h *Handler) export(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
-	tools, all := selectTools(h.g, q)
+	tools, all := selectTools(r.Context(), h.g, q)
 	if name := v.Get("toolset"); name != "" {
 		// A toolset's export: what it lists, named as it lists them
 		// (execute them with ?toolset= on tool_calls).
-		ts, err := h.g.Toolset(name)
+		ts, err := h.g.ToolsetFor(r.Context(), name)
 		if err != nil {
 			httpx.Logged(h.log, w, r, err)
 			return
 		}
-		tools, all = toolsetTools(ts, q)
+		tools, all = toolsetTools(r.Context(), ts, q)
 	}
 	n, write, err := h.cache.ExportPieces(p, tools, all, q.Options)
 	if err != nil {
@@ -259,12 +260,12 @@ func (h *Handler) toolCalls(w http.ResponseWriter, r *http.Request) {
 	}
 	var outs []Outcome
 	if name := r.URL.Query().Get("toolset"); name != "" {
-		ts, err := h.g.Toolset(name)
+		ts, err := h.g.ToolsetFor(r.Context(), name)
 		if err != nil {
 			httpx.Logged(h.log, w, r, err)
 			return
 		}
-		outs = h.run(r.Context(), req.Calls, httpx.Principal(r.Context()), ts.Listed(), ts.CallTool, false)
+		outs = h.run(r.Context(), req.Calls, httpx.Principal(r.Context()), ts.Listed(r.Context()), ts.CallTool, false)
 	} else {
 		outs = h.Run(r.Context(), req.Calls, httpx.Principal(r.Context()))
 	}
@@ -285,7 +286,7 @@ func (h *Handler) Run(ctx context.Context, calls []Call, principal string) []Out
 	if len(calls) == 0 {
 		return make([]Outcome, 0)
 	}
-	return h.run(ctx, calls, principal, h.g.ListTools(), h.g.CallTool, h.codemode != nil)
+	return h.run(ctx, calls, principal, h.g.ListTools(ctx), h.g.CallTool, h.codemode != nil)
 }
 
 // run is Run over the tools listed (the names map to them) through
@@ -331,11 +332,11 @@ func (h *Handler) run(ctx context.Context, calls []Call, principal string, liste
 // toolsetTools selects the tools of an export query from what the
 // toolset lists (q searches its members), with the toolset's listing as
 // the name mapping.
-func toolsetTools(ts *gateway.Toolset, q ExportQuery) (tools, all []*utcp.Tool) {
-	all = ts.Listed()
+func toolsetTools(ctx context.Context, ts *gateway.Toolset, q ExportQuery) (tools, all []*utcp.Tool) {
+	all = ts.Listed(ctx)
 	tools = all
 	if q.Q != "" {
-		tools = ts.SearchTools(q.Q, q.Limit)
+		tools = ts.SearchTools(ctx, q.Q, q.Limit)
 	}
 	if q.Limit > 0 && len(tools) > q.Limit {
 		tools = tools[:q.Limit]

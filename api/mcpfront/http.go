@@ -59,11 +59,11 @@ func (s *Server) initHTTP() {
 	// hands the TokenInfo to tool handlers: serveHTTP has checked the key
 	// already, this only records its principal.
 	verify := func(_ context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {
-		p, ok := s.keys.Match(token)
+		k, ok := s.keys.MatchKey(token)
 		if !ok {
 			return nil, auth.ErrInvalidToken
 		}
-		return &auth.TokenInfo{UserID: p}, nil
+		return &auth.TokenInfo{UserID: k.Name, Extra: map[string]any{extraKey: k}}, nil
 	}
 	s.authed = auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})
 }

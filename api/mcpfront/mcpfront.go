@@ -72,7 +72,8 @@
 // Gateway failures follow the MCP rule that errors a model can act on are
 // results and protocol problems are JSON-RPC errors:
 //
-//	JSON-RPC -32602  unknown tool (the SDK), tool_not_found, ambiguous_tool,
+//	JSON-RPC -32602  unknown tool (the SDK's; also for a tool outside the
+//	                 session key's scope, see scope.go), tool_not_found, ambiguous_tool,
 //	                 invalid_request, arguments that are not a JSON object,
 //	                 invalid_arguments for clients on 2025-06-18 or older
 //	JSON-RPC -32603  internal (message hidden, logged), canceled
@@ -165,7 +166,11 @@ func GatewayBackend(g *gateway.Gateway) Backend { return gatewayBackend{g} }
 
 type gatewayBackend struct{ *gateway.Gateway }
 
-func (b gatewayBackend) Tools(context.Context) ([]*utcp.Tool, error) { return b.ListTools(), nil }
+// Tools lists every tool: the front publishes them all once and filters
+// each session's view by its key's scope (scope.go).
+func (b gatewayBackend) Tools(context.Context) ([]*utcp.Tool, error) {
+	return b.ListTools(context.Background()), nil
+}
 
 // CallTracker is told when a call starts and ends (the in-flight gauge;
 // api.Observer is one). Its methods must be fast and safe for concurrent
@@ -220,6 +225,10 @@ type Options struct {
 	// APIKeys, when non-empty, are the bearer tokens HTTP requests need
 	// (the REST front's keys). An empty key is an error.
 	APIKeys []string
+	// Keys are named API keys accepted beside APIKeys: a session opened
+	// with one lists and calls only what its scope allows (scope.go);
+	// the rest is answered as what does not exist.
+	Keys []gateway.APIKey
 	// AllowedOrigins are the Origin header values accepted besides the
 	// loopback origins, compared case-insensitively without a trailing
 	// slash ("https://app.example.com"); "*" accepts every origin.
@@ -288,6 +297,7 @@ type Server struct {
 type published struct {
 	qualified   string
 	fingerprint string
+	def         *utcp.Tool   // as the backend lists it (scopes decide by it)
 	check       *outputCheck // the listed output schema, nil if none
 }
 
@@ -334,9 +344,13 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	keys, err := httpx.NewAPIKeys(opts.APIKeys, opts.Keys)
+	if err != nil {
+		return nil, fmt.Errorf("mcpfront: %w", err)
+	}
 	s := &Server{
 		opts: opts, backend: backend, log: log,
-		keys:    httpx.NewKeys(opts.APIKeys),
+		keys:    keys,
 		origins: map[string]bool{},
 		tools:   map[string]published{},
 	}
@@ -359,6 +373,7 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	}
 	s.resourceOptions(serverOpts)
 	s.mcp = mcp.NewServer(&mcp.Implementation{Name: opts.Name, Version: opts.Version}, serverOpts)
+	s.mcp.AddReceivingMiddleware(s.scopeMiddleware)
 	if opts.CodeMode != nil {
 		if err := s.addCodeMode(); err != nil {
 			s.endLife()

@@ -265,6 +265,9 @@ func (s *Server) callOptions(extra *mcp.RequestExtra) gateway.CallOptions {
 func (s *Server) readHandler(it gateway.MCPItem, native bool) mcp.ResourceHandler {
 	return func(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
 		uri := req.Params.URI
+		if !itemInScope(ctx, it) {
+			return nil, mcp.ResourceNotFoundError(uri)
+		}
 		raw, err := s.res.rb.ReadResource(ctx, utcpdURI(it, native, uri), s.callOptions(req.Extra))
 		if err != nil {
 			return nil, s.resourceFailure("resources/read", uri, err)
@@ -288,6 +291,9 @@ func (s *Server) readHandler(it gateway.MCPItem, native bool) mcp.ResourceHandle
 // promptHandler gets a prompt of it's backend.
 func (s *Server) promptHandler(it gateway.MCPItem, _ bool) mcp.PromptHandler {
 	return func(ctx context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+		if !itemInScope(ctx, it) {
+			return nil, unknownPrompt(req.Params.Name)
+		}
 		raw, err := s.res.rb.GetPrompt(ctx, it.Name, req.Params.Arguments, s.callOptions(req.Extra))
 		if err != nil {
 			return nil, s.resourceFailure("prompts/get", req.Params.Name, err)
@@ -330,7 +336,7 @@ func (s *Server) resolveFront(uri string, templates bool) (string, bool) {
 func (s *Server) subscribe(ctx context.Context, req *mcp.SubscribeRequest) error {
 	uri := req.Params.URI
 	q, ok := s.resolveFront(uri, false)
-	if !ok {
+	if !ok || !s.uriInScope(ctx, q) {
 		return mcp.ResourceNotFoundError(uri)
 	}
 	r := s.res
@@ -395,13 +401,13 @@ func (s *Server) complete(ctx context.Context, req *mcp.CompleteRequest) (*mcp.C
 		s.res.mu.Lock()
 		it, ok := s.res.prompts[ref.Name]
 		s.res.mu.Unlock()
-		if !ok {
+		if !ok || !itemInScope(ctx, it.item) {
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown prompt %q", ref.Name)}
 		}
 		ref.Name = it.item.Name
 	case "ref/resource":
 		q, ok := s.resolveFront(ref.URI, true)
-		if !ok {
+		if !ok || !s.uriInScope(ctx, q) {
 			return nil, mcp.ResourceNotFoundError(ref.URI)
 		}
 		ref.URI = q

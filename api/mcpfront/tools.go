@@ -55,7 +55,7 @@ func (s *Server) sync(ctx context.Context) error {
 			s.log.Warn("MCP front: tool left out: its definition does not encode", "tool", t.Name, "err", err)
 			continue
 		}
-		pub := published{qualified: t.Name, fingerprint: string(fp)}
+		pub := published{qualified: t.Name, fingerprint: string(fp), def: t}
 		if old, ok := s.tools[name]; ok && old.qualified == pub.qualified && old.fingerprint == pub.fingerprint {
 			next[name] = old
 			continue
@@ -69,7 +69,7 @@ func (s *Server) sync(ctx context.Context) error {
 			}
 			pub.check = check
 		}
-		if err := s.addTool(mt, t.Name, pub.check); err != nil {
+		if err := s.addTool(mt, t, pub.check); err != nil {
 			s.log.Warn("MCP front: tool left out", "tool", t.Name, "err", err)
 			continue
 		}
@@ -93,16 +93,20 @@ func (s *Server) naming() Naming {
 	return Naming{Short: s.opts.ShortNames, Native: s.opts.NativeNames}
 }
 
-// addTool adds or replaces one tool; the SDK panics on a definition it
-// refuses, which becomes an error.
-func (s *Server) addTool(t *mcp.Tool, qualified string, check *outputCheck) (err error) {
+// addTool adds or replaces one tool, def as the backend lists it; the SDK
+// panics on a definition it refuses, which becomes an error. A call from
+// outside def's scope is answered as for a tool the SDK does not have.
+func (s *Server) addTool(t *mcp.Tool, def *utcp.Tool, check *outputCheck) (err error) {
 	defer func() {
 		if v := recover(); v != nil {
 			err = fmt.Errorf("the MCP SDK refused it: %v", v)
 		}
 	}()
 	s.mcp.AddTool(t, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		return s.call(ctx, req, qualified, check)
+		if !s.allowed(ctx, def) {
+			return nil, unknownTool(req.Params.Name)
+		}
+		return s.call(ctx, req, def.Name, check)
 	})
 	return nil
 }

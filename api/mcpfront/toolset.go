@@ -3,9 +3,13 @@ package mcpfront
 import (
 	"context"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/utcpd/utcpd/api/httpx"
 	"github.com/utcpd/utcpd/gateway"
 	"github.com/utcpd/utcpd/transports"
 	"github.com/utcpd/utcpd/utcp"
@@ -29,16 +33,32 @@ type toolsetBackend struct {
 	name string
 }
 
+// Tools lists every member (no caller's key): the front publishes them
+// once and each session sees what Visible allows.
 func (b toolsetBackend) Tools(context.Context) ([]*utcp.Tool, error) {
 	ts, err := b.g.Toolset(b.name)
 	if err != nil {
 		return nil, nil
 	}
-	return ts.Listed(), nil
+	return ts.Listed(context.Background()), nil
+}
+
+// Visible reports whether the caller in ctx (its API key: scope and
+// toolsets) sees the tool the toolset listed as def.
+func (b toolsetBackend) Visible(ctx context.Context, def *utcp.Tool) bool {
+	ts, err := b.g.ToolsetFor(ctx, b.name)
+	if err != nil || def == nil {
+		return false
+	}
+	if ts.Search() {
+		return slices.ContainsFunc(ts.Listed(ctx), func(t *utcp.Tool) bool { return t.Name == def.Name })
+	}
+	_, err = ts.Tool(ctx, def.Name)
+	return err == nil
 }
 
 func (b toolsetBackend) CallTool(ctx context.Context, name string, args map[string]any, opts gateway.CallOptions) (*utcp.Result, error) {
-	ts, err := b.g.Toolset(b.name)
+	ts, err := b.g.ToolsetFor(ctx, b.name)
 	if err != nil {
 		return nil, err
 	}
@@ -46,7 +66,7 @@ func (b toolsetBackend) CallTool(ctx context.Context, name string, args map[stri
 }
 
 func (b toolsetBackend) CallToolStreaming(ctx context.Context, name string, args map[string]any, opts gateway.CallOptions) (transports.Stream, error) {
-	ts, err := b.g.Toolset(b.name)
+	ts, err := b.g.ToolsetFor(ctx, b.name)
 	if err != nil {
 		return nil, err
 	}
@@ -54,6 +74,36 @@ func (b toolsetBackend) CallToolStreaming(ctx context.Context, name string, args
 }
 
 func (b toolsetBackend) Subscribe(fn func()) (cancel func()) { return b.g.Subscribe(fn) }
+
+// scopedBackend is a Backend that decides what a caller sees and calls
+// itself (a toolset's: by the members' real names and the key's
+// toolsets), instead of the caller's scope over the listed names.
+type scopedBackend interface {
+	Backend
+	// Visible reports whether the caller in ctx sees and may call the
+	// tool the backend listed as def.
+	Visible(ctx context.Context, def *utcp.Tool) bool
+}
+
+// scopedList runs req, leaving out of a tools/list page what sb does not
+// show the caller in ctx.
+func (s *Server) scopedList(ctx context.Context, method string, req mcp.Request, next mcp.MethodHandler, sb scopedBackend) (mcp.Result, error) {
+	r, ok := req.(*mcp.ListToolsRequest)
+	if !ok {
+		return next(ctx, method, req)
+	}
+	return listIn(ctx, method, r, next, func(res *mcp.ListToolsResult) (string, bool) {
+		res.Tools = keep(res.Tools, func(t *mcp.Tool) bool {
+			s.syncMu.Lock()
+			p, ok := s.tools[t.Name]
+			s.syncMu.Unlock()
+			return ok && sb.Visible(ctx, p.def)
+		})
+		return res.NextCursor, len(res.Tools) > 0
+	}, func(c string) *mcp.ListToolsRequest {
+		return &mcp.ListToolsRequest{Session: r.Session, Extra: r.Extra, Params: &mcp.ListToolsParams{Cursor: c}}
+	})
+}
 
 // Toolsets serves /mcp/{toolset}: one MCP front (Server) per toolset,
 // created on its first request with Base's options (Gateway replaced by
@@ -63,6 +113,7 @@ func (b toolsetBackend) Subscribe(fn func()) (cancel func()) { return b.g.Subscr
 type Toolsets struct {
 	g    *gateway.Gateway
 	base Options
+	keys *httpx.Keys
 
 	mu      sync.Mutex
 	servers map[string]*Server
@@ -72,7 +123,11 @@ type Toolsets struct {
 // NewToolsets returns the toolsets' MCP endpoints over g, each server
 // configured by base (see Toolsets).
 func NewToolsets(g *gateway.Gateway, base Options) *Toolsets {
-	return &Toolsets{g: g, base: base, servers: map[string]*Server{}}
+	keys, err := httpx.NewAPIKeys(base.APIKeys, base.Keys)
+	if err != nil {
+		keys = httpx.NewKeys(nil) // New refuses them when a toolset is first served
+	}
+	return &Toolsets{g: g, base: base, keys: keys, servers: map[string]*Server{}}
 }
 
 // ServeHTTP serves /mcp/{toolset}.
@@ -91,6 +146,17 @@ func (t *Toolsets) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		writeHTTPError(w, status, code, err.Error())
 		return
+	}
+	if tok, ok := httpx.BearerToken(r); ok {
+		// A key usable only through its toolsets (APIKey.Toolsets) finds
+		// the others as toolsets that do not exist (the server checks
+		// the key itself).
+		if k, ok := t.keys.MatchKey(tok); ok {
+			if _, err := t.g.ToolsetFor(gateway.WithAPIKey(r.Context(), k), name); err != nil {
+				writeHTTPError(w, http.StatusNotFound, utcp.CodeNotFound, err.Error())
+				return
+			}
+		}
 	}
 	s.Handler().ServeHTTP(w, r)
 }

@@ -28,7 +28,7 @@ func TestStreamedManualIsTheWholeEncoding(t *testing.T) {
 	}
 	h := &Handler{log: slog.New(slog.DiscardHandler)}
 	for _, tools := range [][]manualTool{nil, list} {
-		h.pieces = h.encodePieces(tools)
+		h.pieces = h.encodePieces(tools, make([]*utcp.Tool, len(tools)))
 		h.toolsGen = 1
 		for _, base := range []string{"http://127.0.0.1:8787", "https://tools.example.com/a&b/<x>", `http://h/"q"\`} {
 			// The encoding the streamed manual replaced.
@@ -51,7 +51,7 @@ func TestStreamedManualIsTheWholeEncoding(t *testing.T) {
 			want := `{"utcp_version":"` + utcp.Version + `","manual_version":"1.0.0+` + hex.EncodeToString(d[:6]) + `","tools":` + string(toolsJSON) + "}\n"
 			sum := sha256.Sum256([]byte(want))
 
-			m := h.render(base, 1)
+			m := h.render(base, 1, nil)
 			var got bytes.Buffer
 			m.writeTo(&got)
 			if got.String() != want {

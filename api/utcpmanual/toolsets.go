@@ -31,7 +31,7 @@ func (h *Handler) registerToolsets(rt *httpx.Router, wrap func(http.Handler) htt
 }
 
 func (h *Handler) serveToolsetManual(w http.ResponseWriter, r *http.Request) {
-	ts, err := h.g.Toolset(r.PathValue("toolset"))
+	ts, err := h.g.ToolsetFor(r.Context(), r.PathValue("toolset"))
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -45,7 +45,7 @@ func (h *Handler) serveToolsetManual(w http.ResponseWriter, r *http.Request) {
 	if h.auth {
 		auth = &apiKeyAuth{Type: "api_key", APIKey: "Bearer ${" + APIKeyVariable + "}", VarName: "Authorization", Location: "header"}
 	}
-	tools := ts.Listed()
+	tools := ts.Listed(r.Context())
 	list := make([]manualTool, 0, len(tools))
 	for _, t := range tools {
 		tags := t.Tags
@@ -74,14 +74,14 @@ func (h *Handler) serveToolsetManual(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *Handler) callToolset(w http.ResponseWriter, r *http.Request) {
-	ts, err := h.g.Toolset(r.PathValue("toolset"))
+	ts, err := h.g.ToolsetFor(r.Context(), r.PathValue("toolset"))
 	if err != nil {
 		h.fail(w, r, err)
 		return
 	}
 	name := r.PathValue("tool")
 	ti := &toolInfo{bodyField: "body"}
-	for _, t := range ts.Listed() {
+	for _, t := range ts.Listed(r.Context()) {
 		if t.Name == name {
 			s := parseSchema(t.Inputs)
 			ti = &toolInfo{schema: s, bodyField: s.bodyField()}

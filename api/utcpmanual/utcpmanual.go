@@ -51,6 +51,7 @@ package utcpmanual
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -142,8 +143,8 @@ type Handler struct {
 	cancel func()
 
 	mu       sync.Mutex
-	cache    map[string]*rendered // by base URL
-	pieces   []toolPiece          // base-independent encoded tools, for toolsGen
+	cache    map[cacheKey]*rendered // by base URL and caller's scope
+	pieces   []toolPiece            // base-independent encoded tools, for toolsGen
 	toolsGen uint64
 	infos    map[string]*toolInfo // by the name the call route was given
 	infoGen  uint64
@@ -163,9 +164,18 @@ type rendered struct {
 }
 
 // toolPiece is one tool's JSON split where the base URL goes: the manual
-// holds before + base + after for it.
+// holds before + base + after for it. def is the tool, for scopes.
 type toolPiece struct {
 	before, after []byte
+	def           *utcp.Tool
+}
+
+// cacheKey names one rendering of the manual: a base URL as seen by a
+// caller's scope (nil: every tool). Scopes are the daemon's, one per API
+// key, so pointers name them.
+type cacheKey struct {
+	base  string
+	scope *gateway.Scope
 }
 
 // manualTail ends the tools array and the manual.
@@ -205,7 +215,7 @@ func New(opts Options) (*Handler, error) {
 	}
 	h := &Handler{g: opts.Gateway, auth: opts.RequireAPIKey, public: public, maxBody: opts.MaxBodyBytes,
 		timeout: opts.Timeout, tracker: opts.Tracker, log: opts.Logger,
-		cache: map[string]*rendered{}, infos: map[string]*toolInfo{}}
+		cache: map[cacheKey]*rendered{}, infos: map[string]*toolInfo{}}
 	if h.maxBody <= 0 {
 		h.maxBody = httpx.DefaultMaxBodyBytes
 	}
@@ -282,7 +292,7 @@ func (h *Handler) serveManual(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
-	m := h.manual(base)
+	m := h.manual(base, gateway.ScopeFrom(r.Context()))
 	hdr := w.Header()
 	hdr.Set("ETag", m.etag)
 	hdr.Set("Cache-Control", "private, no-cache")
@@ -327,19 +337,24 @@ func etagMatches(header, etag string) bool {
 }
 
 // manual returns the rendered manual for base, from the cache while the
-// tool set has not changed since it was rendered.
-func (h *Handler) manual(base string) *rendered {
+// tool set has not changed since it was rendered. It holds the tools
+// scope allows (gateway.Scope), only.
+func (h *Handler) manual(base string, scope *gateway.Scope) *rendered {
+	if scope.All() {
+		scope = nil
+	}
 	gen := h.gen.Load() // before listing: a change after this renders again
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if m := h.cache[base]; m != nil && m.gen == gen {
+	key := cacheKey{base, scope}
+	if m := h.cache[key]; m != nil && m.gen == gen {
 		return m
 	}
-	m := h.render(base, gen)
+	m := h.render(base, gen, scope)
 	if len(h.cache) >= maxCached {
 		clear(h.cache)
 	}
-	h.cache[base] = m
+	h.cache[key] = m
 	return m
 }
 
@@ -384,10 +399,20 @@ type (
 // the whole body. Both digests are computed by hashing the pieces as they
 // would be written, so no body is assembled. The base-independent pieces
 // of each tool are encoded once per generation. Call with h.mu held.
-func (h *Handler) render(base string, gen uint64) *rendered {
+func (h *Handler) render(base string, gen uint64, scope *gateway.Scope) *rendered {
 	if h.pieces == nil || h.toolsGen != gen {
-		h.pieces = h.encodePieces(h.toolList())
+		list, defs := h.toolList()
+		h.pieces = h.encodePieces(list, defs)
 		h.toolsGen = gen
+	}
+	pieces := h.pieces
+	if scope != nil {
+		pieces = make([]toolPiece, 0, len(h.pieces))
+		for _, p := range h.pieces {
+			if scope.Allows(p.def) {
+				pieces = append(pieces, p)
+			}
+		}
 	}
 	var eb bytes.Buffer
 	enc := json.NewEncoder(&eb)
@@ -396,11 +421,11 @@ func (h *Handler) render(base string, gen uint64) *rendered {
 	esc := bytes.TrimSuffix(bytes.TrimPrefix(bytes.TrimSpace(eb.Bytes()), []byte(`"`)), []byte(`"`))
 	arr := sha256.New()
 	arr.Write([]byte("["))
-	writeTools(arr, esc, h.pieces)
+	writeTools(arr, esc, pieces)
 	arr.Write([]byte("]"))
 	digest := arr.Sum(nil)
 	head := []byte(`{"utcp_version":"` + utcp.Version + `","manual_version":"1.0.0+` + hex.EncodeToString(digest[:6]) + `","tools":[`)
-	m := &rendered{gen: gen, head: head, base: esc, pieces: h.pieces}
+	m := &rendered{gen: gen, head: head, base: esc, pieces: pieces}
 	body := sha256.New()
 	cw := &countWriter{w: body}
 	m.writeTo(cw)
@@ -411,7 +436,7 @@ func (h *Handler) render(base string, gen uint64) *rendered {
 
 // encodePieces encodes each tool (its URL holding only the path) and
 // splits it just before the path, where render puts the base.
-func (h *Handler) encodePieces(list []manualTool) []toolPiece {
+func (h *Handler) encodePieces(list []manualTool, defs []*utcp.Tool) []toolPiece {
 	out := make([]toolPiece, 0, len(list))
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
@@ -432,7 +457,7 @@ func (h *Handler) encodePieces(list []manualTool) []toolPiece {
 			continue
 		}
 		at += len(urlMarker)
-		out = append(out, toolPiece{before: bytes.Clone(b[:at]), after: bytes.Clone(b[at:])})
+		out = append(out, toolPiece{before: bytes.Clone(b[:at]), after: bytes.Clone(b[at:]), def: defs[i]})
 	}
 	return out
 }
@@ -452,9 +477,10 @@ func (c *countWriter) Write(p []byte) (int, error) {
 }
 
 // toolList returns the manual's tools sorted by name, each template's URL
-// holding only the path (render prefixes the base).
-func (h *Handler) toolList() []manualTool {
-	tools := h.g.ListTools()
+// holding only the path (render prefixes the base), and their
+// definitions. Every tool: render applies the caller's scope.
+func (h *Handler) toolList() ([]manualTool, []*utcp.Tool) {
+	tools := h.g.ListTools(context.Background())
 	slices.SortFunc(tools, func(a, b *utcp.Tool) int { return strings.Compare(a.Name, b.Name) })
 	var auth *apiKeyAuth
 	if h.auth {
@@ -476,7 +502,7 @@ func (h *Handler) toolList() []manualTool {
 			},
 		})
 	}
-	return list
+	return list, tools
 }
 
 // escapeSegment escapes a tool name as one URL path segment, including
@@ -487,8 +513,15 @@ func escapeSegment(name string) string {
 
 // info returns the schema and body field of the tool the call route was
 // given, or the zero schema and "body" when no tool has that name (the
-// gateway's call then reports it, through the guard and audit).
-func (h *Handler) info(name string) *toolInfo {
+// gateway's call then reports it, through the guard and audit). A tool
+// outside the caller's scope (in ctx) has no name either, so that its
+// arguments are read as a missing tool's.
+func (h *Handler) info(ctx context.Context, name string) *toolInfo {
+	if !gateway.ScopeFrom(ctx).All() {
+		if _, err := h.g.Tool(ctx, name); err != nil {
+			return &toolInfo{bodyField: "body"}
+		}
+	}
 	gen := h.gen.Load()
 	h.mu.Lock()
 	if h.infoGen != gen {
@@ -500,7 +533,7 @@ func (h *Handler) info(name string) *toolInfo {
 	if ti != nil {
 		return ti
 	}
-	t, err := h.g.Tool(name)
+	t, err := h.g.Tool(ctx, name)
 	if err != nil {
 		return &toolInfo{bodyField: "body"}
 	}
@@ -519,7 +552,7 @@ func (h *Handler) info(name string) *toolInfo {
 
 func (h *Handler) call(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("tool")
-	h.callWith(w, r, h.info(name), func(args map[string]any, opts gateway.CallOptions) (*utcp.Result, error) {
+	h.callWith(w, r, h.info(r.Context(), name), func(args map[string]any, opts gateway.CallOptions) (*utcp.Result, error) {
 		return h.g.CallTool(r.Context(), name, args, opts)
 	})
 }

@@ -78,7 +78,7 @@ In-process, --strict-config treats unknown configuration fields as errors.`,
 				return err
 			}
 			defer g.Close()
-			out, err := llm.ExportTools(g, p, llm.ExportQuery{Q: query, Tags: tags, Limit: max(limit, 0), Options: llm.ExportOptions{Strict: strict}})
+			out, err := llm.ExportTools(cmd.Context(), g, p, llm.ExportQuery{Q: query, Tags: tags, Limit: max(limit, 0), Options: llm.ExportOptions{Strict: strict}})
 			if err != nil {
 				return err
 			}

@@ -237,7 +237,7 @@ func checkExposure(s *settings) (bool, error) {
 	case s.AdminToken == "":
 		return false, fmt.Errorf("refusing to listen on %s, which is not a loopback address, without an admin token: "+
 			"set $UTCPD_ADMIN_TOKEN (or --admin-token, or gateway.admin_token), or listen on 127.0.0.1", where)
-	case len(s.APIKeys) == 0:
+	case len(s.APIKeys)+len(s.NamedKeys) == 0:
 		return false, fmt.Errorf("refusing to listen on %s, which is not a loopback address, without API keys for the REST front: "+
 			"set $UTCPD_API_KEYS (or --api-keys, or gateway.api_keys), or listen on 127.0.0.1", where)
 	}

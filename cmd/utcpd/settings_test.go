@@ -94,7 +94,7 @@ func TestGatewaySection(t *testing.T) {
 			content: "{\n  \"gateway\": {\n    \"listen\": 8787,\n    \"api_keys\": \"k\",\n    \"max_body_bytes\": -1,\n    \"max_timeout\": \"forever\",\n    \"log_format\": \"xml\"\n  }\n}",
 			errs: []string{
 				"bad.json:3: gateway.listen: must be a string",
-				"bad.json:4: gateway.api_keys: must be an array of strings",
+				"bad.json:4: gateway.api_keys: must be an array of keys: strings, or objects such as",
 				"bad.json:5: gateway.max_body_bytes: must be a positive integer",
 				"bad.json:6: gateway.max_timeout: must be a positive duration",
 				"bad.json:7: gateway.log_format: log format \"xml\"",

@@ -67,7 +67,7 @@ through GET /v1/tools (1000 tools a page, following next_cursor).
 				return err
 			}
 			defer g.Close()
-			tools := g.ListTools()
+			tools := g.ListTools(cmd.Context())
 			slices.SortFunc(tools, func(a, b *utcp.Tool) int { return strings.Compare(a.Name, b.Name) })
 			return printTools(cmd.OutOrStdout(), tools, asJSON)
 		},
@@ -114,7 +114,7 @@ QUERY (UTCP's tag_and_description_word_match) and prints the best ones.
 				return err
 			}
 			defer g.Close()
-			return printTools(cmd.OutOrStdout(), g.SearchTools(args[0], limit, tags), asJSON)
+			return printTools(cmd.OutOrStdout(), g.SearchTools(cmd.Context(), args[0], limit, tags), asJSON)
 		},
 	}
 	tf.add(cmd)
@@ -156,7 +156,7 @@ the tool's auth metadata (never credentials).
 				return err
 			}
 			defer g.Close()
-			t, err := g.Tool(args[0])
+			t, err := g.Tool(cmd.Context(), args[0])
 			if err != nil {
 				return err
 			}

@@ -54,7 +54,7 @@ func TestToolsetGitHubDiscovery(t *testing.T) {
 		t.Fatal(err)
 	}
 	ts, _ := s.g.Toolset("gh")
-	if n := len(ts.Tools()); n < 50 || n > 1000 {
+	if n := len(ts.Tools(t.Context())); n < 50 || n > 1000 {
 		t.Fatalf("the toolset has %d of GitHub's repos tools", n)
 	}
 
