@@ -526,3 +526,108 @@ func TestToolsetReload(t *testing.T) {
 		t.Errorf("the stored toolset after the reload: %s", got)
 	}
 }
+
+// TestToolsetKeys: API keys meet toolsets. A scoped key (tools
+// ["demo.add", "demo.echo"]) sees inside a toolset only the members its
+// scope allows, judged by their real names (plus is demo.add); a key with
+// "toolsets": ["mini"] reaches its tools through mini only (REST, MCP and
+// the UTCP manual), sees nothing on the plain routes, and finds the
+// other toolset not_found; a plain key sees everything.
+func TestToolsetKeys(t *testing.T) {
+	t.Parallel()
+	be := startBackend(t)
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "utcpd.json"), `{"manual_call_templates": [`+be.template("demo")+`],
+  "gateway": {
+    "api_keys": [
+      {"name": "scoped", "key_env": "SCOPED_KEY", "tools": ["demo.add", "demo.echo"]},
+      {"name": "boxed", "key_env": "BOXED_KEY", "toolsets": ["mini"]},
+      "plain-secret"],
+    "toolsets": {
+      "mini": {"include": ["demo.add", "demo.fail"], "rename": {"demo.add": "plus"}, "hidden": {"demo.add": {"b": 1}}},
+      "other": {"include": ["demo.echo"]}}}}`)
+	d := startDaemon(t, daemonOpts{dir: dir, env: []string{"SCOPED_KEY=scoped-secret", "BOXED_KEY=boxed-secret"}})
+	eventually(t, 10*time.Second, "demo tools", func() bool {
+		st, body := request(t, http.MethodGet, d.URL+"/v1/tools", "plain-secret", "")
+		return st == 200 && strings.Contains(string(body), "demo.add")
+	})
+	names := func(key, path string) string {
+		t.Helper()
+		st, body := request(t, http.MethodGet, d.URL+path, key, "")
+		if st != 200 {
+			return fmt.Sprint(st)
+		}
+		var l struct{ Tools []struct{ Name string } }
+		_ = json.Unmarshal(body, &l)
+		var out []string
+		for _, tl := range l.Tools {
+			out = append(out, tl.Name)
+		}
+		slices.Sort(out)
+		return strings.Join(out, ",")
+	}
+	for _, c := range []struct{ key, path, want string }{
+		{"plain-secret", "/v1/toolsets/mini/tools", "demo.fail,plus"},
+		{"scoped-secret", "/v1/toolsets/mini/tools", "plus"},
+		{"scoped-secret", "/v1/toolsets/mini/tools?q=fail", ""},
+		{"boxed-secret", "/v1/toolsets/mini/tools", "demo.fail,plus"},
+		{"boxed-secret", "/v1/toolsets/other/tools", "404"},
+		{"boxed-secret", "/v1/tools", ""},
+		{"boxed-secret", "/v1/toolsets/nope/tools", "404"},
+	} {
+		if got := names(c.key, c.path); got != c.want {
+			t.Errorf("GET %s as %s: %q, want %q", c.path, c.key, got, c.want)
+		}
+	}
+	calls := be.F.Calls()
+	for _, c := range []struct{ key, path, want string }{
+		{"scoped-secret", "/v1/toolsets/mini/tools/demo.fail/call", "tool_not_found"},
+		{"boxed-secret", "/v1/tools/demo.add/call", "tool_not_found"},
+		{"boxed-secret", "/v1/toolsets/other/tools/demo.echo/call", "not_found"},
+		{"boxed-secret", "/utcp/call/demo.add", "tool_not_found"},
+	} {
+		st, body := request(t, http.MethodPost, d.URL+c.path, c.key, `{"arguments": {"a": 1, "b": 2, "message": "x"}}`)
+		if st != 404 || !strings.Contains(string(body), `"`+c.want+`"`) {
+			t.Errorf("POST %s as %s: %d %s, want 404 %s", c.path, c.key, st, body, c.want)
+		}
+	}
+	if be.F.Calls() != calls {
+		t.Errorf("a refused call reached the backend")
+	}
+	for _, key := range []string{"scoped-secret", "boxed-secret"} {
+		st, body := request(t, http.MethodPost, d.URL+"/v1/toolsets/mini/tools/plus/call", key, `{"arguments": {"a": 1}}`)
+		if st != 200 || !strings.Contains(string(body), `"sum":2`) {
+			t.Errorf("plus as %s: %d %s", key, st, body)
+		}
+	}
+	if st, body := request(t, http.MethodGet, d.URL+"/utcp", "boxed-secret", ""); st != 200 || strings.Contains(string(body), "demo.") {
+		t.Errorf("GET /utcp as boxed: %d %s, want no tools", st, body)
+	}
+
+	// MCP: the boxed key lists mini's tools on /mcp/mini, nothing on /mcp,
+	// and /mcp/other is 404; the scoped key sees plus only on /mcp/mini.
+	mcpNames := func(key, path string) (string, error) {
+		c, err := connectMCP(t, &mcp.StreamableClientTransport{Endpoint: d.URL + path, HTTPClient: &http.Client{Transport: keyTransport{key}}, MaxRetries: -1}, "")
+		if err != nil {
+			return "", err
+		}
+		defer c.s.Close()
+		return strings.Join(c.toolNames(t), ","), nil
+	}
+	for _, c := range []struct{ key, path, want string }{
+		{"boxed-secret", "/mcp/mini", "demo.fail,plus"},
+		{"boxed-secret", "/mcp", ""},
+		{"scoped-secret", "/mcp/mini", "plus"},
+	} {
+		if got, err := mcpNames(c.key, c.path); err != nil || got != c.want {
+			t.Errorf("%s as %s lists %q (%v), want %q", c.path, c.key, got, err, c.want)
+		}
+	}
+	if _, err := mcpNames("boxed-secret", "/mcp/other"); err == nil {
+		t.Errorf("/mcp/other as boxed: connected, want 404")
+	}
+	st, _ := request(t, http.MethodPost, d.URL+"/mcp/other", "boxed-secret", `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`)
+	if st != 404 {
+		t.Errorf("POST /mcp/other as boxed: %d, want 404", st)
+	}
+}
