@@ -7,7 +7,7 @@ PKGS        ?= ./...
 FUZZTIME    ?= 20s
 BENCHTIME   ?= 1s
 
-.PHONY: all build test quicktest lint fuzz bench gen schema clean
+.PHONY: all build test quicktest lint fuzz bench bench-compare gen schema clean
 
 all: build
 
@@ -44,6 +44,16 @@ bench:
 	$(GO) test -run '^$$' -bench 'Startup|IdleRSS' -benchtime 10x ./cmd/utcpd/
 	$(GO) test -run '^$$' -bench Propagation -benchtime 200x ./store/postgres/
 	$(GO) test -run '^$$' -bench ReplicaCalls -benchtime 3x ./cmd/utcpd/
+
+## bench-compare: the gateway's own cost side by side, in one interleaved run
+## (docs/benchmarks.md): the tool directly, a bare hop and utcpd's REST front
+## (default configuration and --data-dir ""), then server-everything over
+## stdio directly, supergateway's SSE mode and utcpd's /mcp and stdio fronts.
+## Needs node and npm for the MCP part; BENCHCOMPARE_FLAGS="-rounds 5
+## -duration 5s -only rest" passes flags. Not run by CI: too noisy.
+BENCHCOMPARE_FLAGS ?=
+bench-compare:
+	$(GO) run ./internal/benchcompare $(BENCHCOMPARE_FLAGS)
 
 ## gen: regenerate the Go code of proto/**/*.proto (internal/protogen:
 ## protocompile + protoc-gen-go and protoc-gen-go-grpc at pinned versions;

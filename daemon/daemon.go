@@ -209,7 +209,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	if s.DataDir != "" {
 		spill = filepath.Join(s.DataDir, AuditSpillFile)
 	}
-	d.audit = audit.NewWriter(auditStore, audit.WriterOptions{Retention: s.EffectiveAuditRetention(), SpillPath: spill,
+	d.audit = audit.NewWriter(auditStore, audit.WriterOptions{Retention: s.EffectiveAuditRetention(), SpillPath: spill, Linger: audit.DefaultLinger,
 		MaxRows: s.AuditMaxRows, MaxBytes: s.AuditMaxBytes, Logger: log.With("component", "audit")})
 	defer d.closeAudit()
 	registerAuditMetrics(d.audit)
@@ -259,6 +259,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		Logger:            log.With("component", "gateway"),
 		MaxToolsPerManual: s.MaxToolsPerManual,
 		MaxManualBytes:    s.MaxManualBytes,
+		PinDefault:        s.PinDefault,
 		PrincipalScope:    func(p string) *gateway.Scope { return scopes[p] },
 	})
 	if err != nil {
@@ -290,7 +291,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		Observer:        obs,
 		Reviews:         d.reviews,
 		Audit:           auditStore,
-		MCP:             mcpfront.Options{AllowedOrigins: s.AllowedOrigins, NativeNames: s.MCP.NativeNames},
+		MCP:             mcpfront.Options{AllowedOrigins: s.AllowedOrigins, NativeNames: s.MCP.NativeNames, InputTimeout: s.MCP.InputTimeout, MaxInputCalls: s.MCP.MaxInputCalls},
 		MCPCodeMode:     s.MCP.CodeMode,
 		PublicURL:       s.PublicURL,
 		ListenHost:      listenHost(s.Listen),

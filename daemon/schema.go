@@ -363,6 +363,8 @@ func (b *schemaBuilder) templateSchema() obj {
 	props["call_template_type"] = obj{"type": "string", "enum": typeEnum,
 		"description": "The transport of the template: " + strings.Join(types, ", ") + " (http_stream is the legacy name of streamable_http)."}
 	props["provider_type"] = obj{"type": "string", "deprecated": true, "description": "Legacy (UTCP v0.1) name of call_template_type."}
+	// The pin modes registration accepts (transports.CheckTemplate).
+	props["pin"].(obj)["enum"] = []any{"off", "warn", "hold", nil}
 	// An entry utcpd does not know is a warning (an error when strict).
 	protocols := props["allowed_communication_protocols"].(obj)["items"].(obj)
 	protocols["examples"] = anySlice(types)
@@ -959,6 +961,10 @@ func mcpSectionSchema() obj {
 		"codemode": obj{"type": "boolean", "description": "Offer codemode.run on /mcp (default false; never while CodeMode itself is off)."},
 		"native_names": obj{"type": "array", "items": obj{"type": "string", "pattern": `^[^.]+\.[^.]+$`},
 			"description": "MCP servers, each \"manual.server\", whose tools /mcp lists exactly as the server names them (docs/mcp.md)."},
+		"input_timeout": obj{"$ref": "#/$defs/duration", "default": "2m",
+			"description": "How long a call of a 2026-07-28 client parked on an input-required result waits for the client's retry before it is cancelled (docs/mcp.md)."},
+		"max_input_calls": obj{"type": "integer", "minimum": 1, "default": 16,
+			"description": "The calls of one principal parked on input-required results at once; a server request that would park one more is declined."},
 	}}
 }
 
@@ -1025,7 +1031,8 @@ const durationPattern = `^\+?(([0-9]+(\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|ms|s|m|
 
 // gatewayValues narrow the string keys whose values CheckLog checks.
 var gatewayValues = map[string]obj{
-	"log_format": {"enum": []any{"text", "json"}},
+	"log_format":  {"enum": []any{"text", "json"}},
+	"pin_default": {"enum": []any{"off", "warn", "hold"}},
 	// slog level names in any case, with an optional offset ("warn+2").
 	"log_level": {"pattern": "^(" + anyCase("debug") + "|" + anyCase("info") + "|" + anyCase("warn") + "|" + anyCase("error") + ")([+-][0-9]+)?$",
 		"examples": []any{"debug", "info", "warn", "error"}},
@@ -1074,6 +1081,7 @@ var gatewayDocs = map[string]string{
 	"max_connections":       "The most client connections served at once (others wait).",
 	"max_tools_per_manual":  "The most tools one manual may list; a manual with more is not registered (default 20000).",
 	"max_manual_bytes":      "The largest manual document discovery reads, in bytes (default 16 MiB).",
+	"pin_default":           "The pin mode of manuals whose call template sets no \"pin\": off (a changed tool definition serves at once), warn (it serves, is pinned and recorded in the audit log) or hold (the pinned definitions keep serving until an admin approves the change). Default: hold for manuals fetched over the network, warn for cli, text and file manuals (docs/security.md, \"Pinned tool definitions\").",
 }
 
 // codeModeDocs describe the keys of the codemode object, with

@@ -641,7 +641,7 @@ func TestGatewaySchemaAgrees(t *testing.T) {
 		reflect.TypeFor[int64]():            {`1`, `7`},
 		reflect.TypeFor[json.RawMessage]():  {`[{"kind": "deny_all"}]`, `[]`},
 		reflect.TypeFor[codemode.Options](): {`{"max_timeout": "1m", "enabled": false, "max_tool_calls": 10}`, `{}`},
-		reflect.TypeFor[MCPSection]():       {`{"codemode": true, "native_names": ["m.s"]}`, `{}`},
+		reflect.TypeFor[MCPSection]():       {`{"codemode": true, "native_names": ["m.s"]}`, `{}`, `{"input_timeout": "90s", "max_input_calls": 3}`},
 		reflect.TypeFor[Toolsets](): {`{}`, `{"mini": {"include": ["demo.add"], "rename": {"demo.add": "plus"}}}`,
 			`{"gh": {"include": ["github.*"], "exclude": ["github.admin*"], "tags": ["read"], "hidden": {"github.repos/list": {"owner": "acme"}},
 			  "description": {"github.repos/list": "List acme's repositories."}, "annotations": {"readOnlyHint": true}, "discovery": "search"}}`},
@@ -654,7 +654,7 @@ func TestGatewaySchemaAgrees(t *testing.T) {
 		reflect.TypeFor[int64]():            {`0`, `-1`, `"7"`},
 		reflect.TypeFor[json.RawMessage]():  {`{"kind": "deny_all"}`, `"deny_all"`},
 		reflect.TypeFor[codemode.Options](): {`5`, `{"max_timout": "1m"}`, `{"enabled": "no"}`, `{"max_tool_calls": 0}`, `{"default_timeout": null}`},
-		reflect.TypeFor[MCPSection]():       {`5`, `{"codmode": true}`, `{"codemode": "yes"}`, `{"native_names": ["nodot"]}`},
+		reflect.TypeFor[MCPSection]():       {`5`, `{"codmode": true}`, `{"codemode": "yes"}`, `{"native_names": ["nodot"]}`, `{"max_input_calls": 0}`, `{"input_timeout": "soon"}`},
 		reflect.TypeFor[Toolsets](): {`5`, `["mini"]`, `{"mini": {"includ": ["a"]}}`, `{"bad name": {"include": ["a"]}}`,
 			`{"mini": {"include": "a"}}`, `{"mini": {"include": ["a"], "discovery": "list"}}`,
 			`{"mini": {"include": ["a"], "rename": {"a": "no spaces"}}}`, `{"mini": {"include": ["a"], "annotations": {"readOnly": true}}}`},
@@ -665,6 +665,7 @@ func TestGatewaySchemaAgrees(t *testing.T) {
 		"store_max_conns": {[]string{`1`, `1000`}, []string{`1001`, `0`}},
 		"audit_max_rows":  {[]string{`0`, `5`}, []string{`-1`, `"7"`}},
 		"audit_max_bytes": {[]string{`0`, `1048576`}, []string{`-1`, `"1GB"`}},
+		"pin_default":     {[]string{`"off"`, `"warn"`, `"hold"`}, []string{`"x"`, `"HOLD"`}},
 	}
 	for _, f := range reflect.VisibleFields(reflect.TypeFor[Settings]()) {
 		key := jsonName(f)

@@ -20,6 +20,7 @@ import (
 	"github.com/utcpd/utcpd/api/codemode"
 	"github.com/utcpd/utcpd/guard"
 	"github.com/utcpd/utcpd/manuals"
+	"github.com/utcpd/utcpd/registry"
 	"github.com/utcpd/utcpd/transports"
 	"github.com/utcpd/utcpd/utcp"
 )
@@ -99,6 +100,10 @@ func ApplyGateway(s *Settings, cfg *manuals.Config, data []byte, strict bool) (e
 		if err := CheckLog("", s.LogLevel); err != nil {
 			errs = append(errs, problem("log_level", "%v", err))
 		}
+	}
+	if _, ok := obj["pin_default"]; ok && s.PinDefault != "" && !registry.ValidPinMode(s.PinDefault) {
+		errs = append(errs, problem("pin_default", "must be \"off\", \"warn\" or \"hold\", not %q", s.PinDefault))
+		s.PinDefault = ""
 	}
 	return errs, warnings
 }

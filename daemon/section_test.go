@@ -39,7 +39,7 @@ func TestEveryGatewayKeyReads(t *testing.T) {
 		}
 		keys++
 		sample, ok := samples[f.Type]
-		if v, set := map[string]string{"log_format": `"json"`, "log_level": `"debug"`}[key]; set {
+		if v, set := map[string]string{"log_format": `"json"`, "log_level": `"debug"`, "pin_default": `"hold"`}[key]; set {
 			sample = v
 		}
 		if !ok {

@@ -103,11 +103,17 @@ type Settings struct {
 	// tools, 16 MiB).
 	MaxToolsPerManual int   `json:"max_tools_per_manual" invalid:"must be a positive integer number of tools"`
 	MaxManualBytes    int64 `json:"max_manual_bytes" invalid:"must be a positive integer number of bytes"`
+
+	// PinDefault is the pin mode of the manuals whose template sets no
+	// "pin" (gateway.pin_default: "off", "warn" or "hold"; see
+	// gateway.Options.PinDefault); "" keeps the gateway's default: hold
+	// for manuals fetched over the network, warn for cli, text and file.
+	PinDefault string `json:"pin_default"`
 }
 
 // MCPSection is the gateway section's mcp object, the /mcp front:
 //
-//	"mcp": {"codemode": true, "native_names": ["everything.srv"]}
+//	"mcp": {"codemode": true, "native_names": ["everything.srv"], "input_timeout": "2m", "max_input_calls": 16}
 //
 // Every key is optional. Its fields are read as Settings' are (see
 // ApplyGateway); an unknown key is an error.
@@ -119,6 +125,14 @@ type MCPSection struct {
 	// /mcp lists exactly as the server names them
 	// (mcpfront.Options.NativeNames).
 	NativeNames []string `json:"native_names"`
+	// InputTimeout is how long a call of a 2026-07-28 client parked on an
+	// input-required result waits for the client's retry
+	// (mcpfront.Options.InputTimeout; unset: mcpfront.DefaultInputTimeout).
+	InputTimeout time.Duration `json:"input_timeout"`
+	// MaxInputCalls caps the calls of one principal parked on
+	// input-required results (mcpfront.Options.MaxInputCalls, a
+	// positive integer; unset: mcpfront.DefaultMaxInputCalls).
+	MaxInputCalls int `json:"max_input_calls"`
 }
 
 // EffectiveReviewTimeout is the review_timeout of s, else the default.

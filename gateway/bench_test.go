@@ -144,3 +144,24 @@ func BenchmarkSearch100k(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkRefreshPinned refreshes a manual of 10,000 tools whose
+// definitions did not change, with pin off and with pin hold (hash every
+// tool, compare with the pin in memory): the pin check's cost.
+func BenchmarkRefreshPinned(b *testing.B) {
+	for _, pin := range []string{"off", "hold"} {
+		b.Run(pin, func(b *testing.B) {
+			g := newNoopGateway(b)
+			raw := fmt.Appendf(nil, `{"name":"big","call_template_type":"noop","tools":10000,"pin":%q}`, pin)
+			if _, err := g.RegisterManual(context.Background(), raw, gateway.RegisterOptions{Source: "api"}); err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := g.RefreshManual(context.Background(), "big"); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -148,7 +148,13 @@ func (g *Gateway) call(ctx context.Context, name string, args map[string]any, op
 // and returns its *review.ParkedError. The tool is resolved again by
 // its requested name (it may have been re-registered meanwhile), within
 // the scope Options.PrincipalScope gives the review's principal.
-// Dispatched reports whether the call reached its transport.
+//
+// The review's Kind says what is dispatched: a tool call (""), a
+// resource read (guard.ActionResource: ReadResource of r.Tool, the URI
+// as requested) or a prompt get (guard.ActionPrompt: GetPrompt of
+// r.Tool with the stored arguments); the result of a read or a get is
+// the backend's MCP result as one JSON value. Dispatched reports whether
+// the call reached its transport.
 func (g *Gateway) DispatchApproved(ctx context.Context, r *review.Review) (res *utcp.Result, dispatched bool, err error) {
 	var args map[string]any
 	if len(r.Arguments) > 0 {
@@ -161,7 +167,30 @@ func (g *Gateway) DispatchApproved(ctx context.Context, r *review.Review) (res *
 	if g.opts.PrincipalScope != nil {
 		ctx = WithScope(ctx, g.opts.PrincipalScope(r.Principal))
 	}
-	return g.call(ctx, r.Tool, args, CallOptions{Principal: r.Principal, Front: r.Front, approved: r})
+	opts := CallOptions{Principal: r.Principal, Front: r.Front, approved: r}
+	var raw json.RawMessage
+	switch r.Kind {
+	case "", guard.ActionTool:
+		return g.call(ctx, r.Tool, args, opts)
+	case guard.ActionResource:
+		raw, dispatched, err = g.readResource(ctx, r.Tool, opts)
+	case guard.ActionPrompt:
+		pargs := make(map[string]string, len(args))
+		for k, v := range args {
+			s, ok := v.(string)
+			if !ok {
+				return nil, false, utcp.NewError(utcp.CodeInvalidArguments, "review %s: the stored prompt argument %q is not a string", r.ID, k)
+			}
+			pargs[k] = s
+		}
+		raw, dispatched, err = g.getPrompt(ctx, r.Tool, pargs, opts)
+	default:
+		return nil, false, utcp.NewError(utcp.CodeInvalidRequest, "review %s: unknown kind %q; the call is not dispatched", r.ID, r.Kind)
+	}
+	if err != nil {
+		return nil, dispatched, err
+	}
+	return &utcp.Result{Value: raw}, dispatched, nil
 }
 
 // recording reports whether calls are recorded (metrics or audit).

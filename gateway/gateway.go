@@ -85,6 +85,14 @@ type Options struct {
 	// 0 means transports.DefaultMaxManualBytes, < 0 no cap beyond each
 	// transport's own.
 	MaxManualBytes int64
+	// Pins keeps the pinned tool definitions and their changes (pin.go);
+	// nil uses Store when it is a registry.PinStore, else memory.
+	Pins registry.PinStore
+	// PinDefault is the pin mode of a manual whose template sets none
+	// ("off", "warn" or "hold"; setting gateway.pin_default); "" means
+	// hold for manuals fetched over the network and warn for the local
+	// types (cli, text, file). Another value fails New.
+	PinDefault string
 	// Retry tunes the background retries of failed and degraded manuals
 	// (health.go); the zero value retries with DefaultBackoff.
 	Retry RetryOptions
@@ -148,6 +156,8 @@ type Gateway struct {
 	post    []manuals.PostProcessor
 	tokens  transports.TokenSource
 	store   registry.Store
+	pins    registry.PinStore
+	pinMu   sync.Mutex // serialises pin checks and decisions (pin.go)
 
 	// life is cancelled by Close; background work (rediscovery) runs on
 	// it and is waited for by Close.
@@ -170,6 +180,9 @@ type Gateway struct {
 func New(opts Options) (*Gateway, error) {
 	if opts.Transports == nil {
 		return nil, errors.New("gateway.New: Options.Transports is required (pass transports.Default or a registry of your own)")
+	}
+	if opts.PinDefault != "" && !registry.ValidPinMode(opts.PinDefault) {
+		return nil, fmt.Errorf("gateway.New: pin default %q: use \"off\", \"warn\" or \"hold\"", opts.PinDefault)
 	}
 	g := &Gateway{opts: opts, transports: map[string]transports.Counted{}}
 	g.life, g.stop = context.WithCancel(context.Background())
@@ -197,6 +210,14 @@ func New(opts Options) (*Gateway, error) {
 	g.vars.Store(vars)
 	g.post = opts.PostProcessors
 	g.store = opts.Store
+	g.pins = opts.Pins
+	if g.pins == nil {
+		if ps, ok := opts.Store.(registry.PinStore); ok {
+			g.pins = ps
+		} else {
+			g.pins = &registry.MemPins{}
+		}
+	}
 	g.tokens = opts.Tokens
 	if g.tokens == nil {
 		g.tokens = oauth2.NewTokenCache(nil)

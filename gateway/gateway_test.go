@@ -493,7 +493,9 @@ func TestToolsChangedRefreshes(t *testing.T) {
 	hs := httptest.NewServer(srv.Handler(mcpserver.HTTPOptions{}))
 	t.Cleanup(hs.Close)
 	g := newGateway(t, gateway.Options{})
-	raw := json.RawMessage(fmt.Sprintf(`{"name":"m","call_template_type":"mcp","config":{"mcpServers":{"demo":{"url":%q}}}}`, hs.URL))
+	// The new tool is accepted at once with pin "warn" (hold would
+	// withhold it until approved: TestPinHold*).
+	raw := json.RawMessage(fmt.Sprintf(`{"name":"m","call_template_type":"mcp","pin":"warn","config":{"mcpServers":{"demo":{"url":%q}}}}`, hs.URL))
 	res := register(t, g, raw)
 	if !slices.Contains(res.Tools, "m.demo.add") {
 		t.Fatalf("tools = %v", res.Tools)

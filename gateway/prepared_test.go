@@ -33,7 +33,8 @@ func TestPreparedTemplateFollowsVariablesAndReregistration(t *testing.T) {
 	}))
 	t.Cleanup(srv.Close)
 	g := newGateway(t, gateway.Options{Variables: mustResolver(t, map[string]string{"m_SEG": "one", "m_HV": "a"})})
-	register(t, g, httpManual("m", srv.URL+"/utcp"))
+	// The backend changes its tool on purpose: pin "warn" accepts it.
+	register(t, g, httpManual("m", srv.URL+"/utcp", `"pin":"warn"`))
 	check := func(want string) {
 		t.Helper()
 		if _, err := g.CallTool(t.Context(), "m.t", map[string]any{"n": json.Number("1")}, gateway.CallOptions{}); err != nil {
@@ -48,7 +49,7 @@ func TestPreparedTemplateFollowsVariablesAndReregistration(t *testing.T) {
 	g.SetVariables(mustResolver(t, map[string]string{"m_SEG": "two", "m_HV": "b"}))
 	check("/two/do?n=1 v1 b")
 	header.Store("v2")
-	if _, err := g.RegisterManual(t.Context(), httpManual("m", srv.URL+"/utcp"), gateway.RegisterOptions{Source: "api", Replace: true}); err != nil {
+	if _, err := g.RegisterManual(t.Context(), httpManual("m", srv.URL+"/utcp", `"pin":"warn"`), gateway.RegisterOptions{Source: "api", Replace: true}); err != nil {
 		t.Fatal(err)
 	}
 	check("/two/do?n=1 v2 b")

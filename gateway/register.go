@@ -167,6 +167,16 @@ func (g *Gateway) register(ctx context.Context, raw json.RawMessage, opts Regist
 		state.release(ctx)
 		return nil, discoveryFailed(name, err)
 	}
+	// Compare with the pinned definitions (pin.go): m becomes what serves.
+	served, pinWarn, err := g.pinCheck(ctx, name, &tmpl, m, discovered, g.variablesChanged(name, resolved))
+	if err != nil {
+		state.release(ctx)
+		return nil, err
+	}
+	if pinWarn != "" {
+		res.Warnings = append(res.Warnings, pinWarn)
+	}
+	m = served
 	now := time.Now()
 	entry := &registry.Manual{Name: name, Template: &tmpl, Source: opts.Source, Registered: now, Refreshed: now, Ext: state}
 	seen := map[string]bool{}
@@ -353,6 +363,7 @@ func (g *Gateway) DeregisterManual(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
+	g.dropPin(ctx, name)
 	g.changed()
 	g.retire(old)
 	return nil

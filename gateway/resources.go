@@ -260,7 +260,16 @@ func contains(list []string, s string) bool {
 // backend's own. Failures carry a utcp.Code (not_found for a URI no
 // backend serves; a backend's JSON-RPC error keeps its code in the
 // details rpc_code and rpc_message).
+//
+// With opts.NoWait and a review queue, a read that needs review is
+// parked (a *review.ParkedError) and the daemon reads it once approved,
+// keeping the ReadResourceResult with the review (DispatchApproved).
 func (g *Gateway) ReadResource(ctx context.Context, uri string, opts CallOptions) (json.RawMessage, error) {
+	res, _, err := g.readResource(ctx, uri, opts)
+	return res, err
+}
+
+func (g *Gateway) readResource(ctx context.Context, uri string, opts CallOptions) (json.RawMessage, bool, error) {
 	return g.mcpAction(ctx, guard.ActionResource, uri, nil, opts, g.resolveURI,
 		func(ctx context.Context, tg target) (json.RawMessage, error) {
 			return tg.b.r.ReadResource(ctx, tg.b.tmpl, tg.server, tg.native)
@@ -270,22 +279,29 @@ func (g *Gateway) ReadResource(ctx context.Context, uri string, opts CallOptions
 // GetPrompt gets a prompt by its utcpd name (prompts/get), with the same
 // guard chain (Kind guard.ActionPrompt, the arguments as the call's),
 // protocol check and audit as ReadResource. The answer is the backend's
-// GetPromptResult.
+// GetPromptResult. opts.NoWait parks a prompt get that needs review, as
+// for ReadResource.
 func (g *Gateway) GetPrompt(ctx context.Context, name string, args map[string]string, opts CallOptions) (json.RawMessage, error) {
+	res, _, err := g.getPrompt(ctx, name, args, opts)
+	return res, err
+}
+
+func (g *Gateway) getPrompt(ctx context.Context, name string, args map[string]string, opts CallOptions) (json.RawMessage, bool, error) {
 	return g.mcpAction(ctx, guard.ActionPrompt, name, args, opts, g.resolvePrompt,
 		func(ctx context.Context, tg target) (json.RawMessage, error) {
 			return tg.b.r.GetPrompt(ctx, tg.b.tmpl, tg.server, tg.native, args)
 		})
 }
 
-// mcpAction runs one guarded, audited resources/read or prompts/get.
+// mcpAction runs one guarded, audited resources/read or prompts/get,
+// also reporting whether it reached the backend.
 func (g *Gateway) mcpAction(ctx context.Context, kind, name string, args map[string]string, opts CallOptions,
-	resolve func(context.Context, string) (target, error), do func(context.Context, target) (json.RawMessage, error)) (json.RawMessage, error) {
+	resolve func(context.Context, string) (target, error), do func(context.Context, target) (json.RawMessage, error)) (json.RawMessage, bool, error) {
 	rec := CallRecord{Tool: name, Principal: opts.Principal, Front: opts.Front, Kind: kind}
 	if g.recording() {
 		rec.Start = time.Now()
 	}
-	ctx, t := g.callContext(ctx, &rec, opts, false)
+	ctx, t := g.callContext(ctx, &rec, opts, opts.NoWait)
 	tg, resolveErr := resolve(ctx, name)
 	gc := &guard.Call{Tool: name, Principal: opts.Principal, Kind: kind, Arguments: map[string]any{}}
 	for k, v := range args {
@@ -305,14 +321,14 @@ func (g *Gateway) mcpAction(ctx context.Context, kind, name string, args map[str
 	rec.Verdict = v
 	rec.Steps = rec.trace.Steps
 	if v.Decision != guard.Allow {
-		return nil, g.finish(ctx, &rec, t, nil, t.Denied(v))
+		return nil, false, g.finish(ctx, &rec, t, nil, t.Denied(v))
 	}
 	if resolveErr != nil {
-		return nil, g.finish(ctx, &rec, t, nil, resolveErr)
+		return nil, false, g.finish(ctx, &rec, t, nil, resolveErr)
 	}
 	mt := tg.b.state.tmpl
 	if !mt.Allows(mt.Type) {
-		return nil, g.finish(ctx, &rec, t, nil, utcp.NewError(utcp.CodeProtocolNotAllowed,
+		return nil, false, g.finish(ctx, &rec, t, nil, utcp.NewError(utcp.CodeProtocolNotAllowed,
 			"%s %q uses communication protocol %q which is not allowed by manual %q (allowed: %v)", kind, name, mt.Type, tg.b.manual, mt.AllowedProtocols()).
 			WithDetail("protocol", mt.Type).WithDetail("allowed_protocols", mt.AllowedProtocols()))
 	}
@@ -327,9 +343,10 @@ func (g *Gateway) mcpAction(ctx context.Context, kind, name string, args map[str
 	res, err := do(dctx, tg)
 	tg.b.state.calls.leave()
 	if err != nil {
-		err = fmt.Errorf("%s: %w", name, err)
+		return nil, true, g.finish(ctx, &rec, t, nil, fmt.Errorf("%s: %w", name, err))
 	}
-	return res, g.finish(ctx, &rec, t, nil, err)
+	// The result is kept with the review this call claimed, if any.
+	return res, true, g.finish(ctx, &rec, t, &utcp.Result{Value: res}, nil)
 }
 
 // Complete answers an MCP completion/complete request (a CompleteParams

@@ -40,6 +40,15 @@ type Peer interface {
 	Log(ctx context.Context, params json.RawMessage) error
 }
 
+// ElicitationCompleter is implemented by a Peer that can also be told
+// that a URL-mode elicitation it was asked has completed out of band
+// (notifications/elicitation/complete, params as the server sent them).
+// The transport tells the Peer of the call that asked the elicitation,
+// also after that call ended; a Peer that is not one drops the notice.
+type ElicitationCompleter interface {
+	ElicitationComplete(ctx context.Context, params json.RawMessage) error
+}
+
 type peerKey struct{}
 
 // WithPeer returns ctx carrying p as the caller of the calls made with

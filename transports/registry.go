@@ -144,6 +144,11 @@ func (r *Registry) CheckTemplate(tmpl *utcp.CallTemplate) error {
 	if _, err := netguard.ParseHosts(tmpl.AllowedHosts); err != nil {
 		return invalid("%s: %v", tmpl.Type, err).WithDetail("field", "allowed_hosts")
 	}
+	switch tmpl.Pin {
+	case "", "off", "warn", "hold":
+	default:
+		return invalid("%s: pin %q: use \"off\", \"warn\" or \"hold\"", tmpl.Type, tmpl.Pin).WithDetail("field", "pin")
+	}
 	c, ok := tmpl.Spec.(Checker)
 	if !ok {
 		return nil
@@ -161,7 +166,7 @@ func (r *Registry) CheckTemplate(tmpl *utcp.CallTemplate) error {
 }
 
 // baseFields are the call-template fields every type has.
-var baseFields = []string{"name", "call_template_type", "auth", "allowed_communication_protocols", "allowed_hosts"}
+var baseFields = []string{"name", "call_template_type", "auth", "allowed_communication_protocols", "allowed_hosts", "pin"}
 
 // DecodeTemplate is the common ParseTemplate: it decodes the base fields
 // of raw into a utcp.CallTemplate and the type-specific fields into spec (a

@@ -63,6 +63,14 @@ type CallTemplate struct {
 	// may reach besides the manual's own origin. utcpd extension; the
 	// admin's choice, ignored on tool templates.
 	AllowedHosts []string `json:"allowed_hosts,omitempty"`
+	// Pin, on a manual call template, says how a change of the manual's
+	// tool definitions after their first registration is treated: "off"
+	// (the new definitions serve at once), "warn" (they serve, are pinned
+	// anew and recorded) or "hold" (the pinned definitions keep serving
+	// until an admin approves the change); absent, the gateway's default
+	// (docs/security.md, "Pinned tool definitions"). utcpd extension; the
+	// admin's choice, ignored on tool templates.
+	Pin string `json:"pin,omitempty"`
 
 	// Raw is the full template object as JSON.
 	Raw json.RawMessage `json:"-"`

@@ -10,6 +10,9 @@
 //	DELETE /admin/manuals/{name}            deregister → 204
 //	POST   /admin/manuals/{name}/refresh    discover again (a failed manual: retry now), replace atomically
 //	GET    /admin/manuals/{name}/variables  required variables and whether each resolves
+//	GET    /admin/manuals/{name}/changes    pinned tool definitions: the pin, pending and recent changes with diffs (changes.go)
+//	POST   /admin/manuals/{name}/changes/{id}/approve  pin a held change's definitions; they serve at once
+//	POST   /admin/manuals/{name}/changes/{id}/reject   keep the pin ({"note": "..."} optional)
 //	GET    /admin/reviews                   calls awaiting review (?status=pending|...|all), arguments redacted
 //	GET    /admin/reviews/{id}              one review
 //	POST   /admin/reviews/{id}/approve      approve ({"note": "..."} optional); the call runs once
@@ -120,6 +123,9 @@ func (h *Handler) Register(rt *httpx.Router, wrap func(http.Handler) http.Handle
 	handle("DELETE /admin/manuals/{name}", h.delete)
 	handle("POST /admin/manuals/{name}/refresh", h.refresh)
 	handle("GET /admin/manuals/{name}/variables", h.variables)
+	handle("GET /admin/manuals/{name}/changes", h.listChanges)
+	handle("POST /admin/manuals/{name}/changes/{id}/approve", h.approveChange)
+	handle("POST /admin/manuals/{name}/changes/{id}/reject", h.rejectChange)
 	handle("GET /admin/reviews", h.listReviews)
 	handle("GET /admin/reviews/{id}", h.getReview)
 	handle("POST /admin/reviews/{id}/approve", h.approveReview)

@@ -32,9 +32,9 @@ func (h *Handler) listAudit(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, httpx.Errorf(utcp.CodeInvalidRequest, format, args...).WithDetail("parameter", param))
 	}
 	switch q.Decision {
-	case "", "allow", "deny", "review", "error":
+	case "", "allow", "deny", "review", "error", "pin":
 	default:
-		bad("decision", "decision must be allow, deny, review or error, got %q", q.Decision)
+		bad("decision", "decision must be allow, deny, review, error or pin, got %q", q.Decision)
 		return
 	}
 	if s := qv.Get("since"); s != "" {

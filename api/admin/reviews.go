@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/utcpd/utcpd/api/httpx"
+	"github.com/utcpd/utcpd/guard"
 	"github.com/utcpd/utcpd/guard/review"
 	"github.com/utcpd/utcpd/utcp"
 )
@@ -23,6 +24,9 @@ type ReviewSummary struct {
 	// Tool is the tool as requested; Qualified the resolved name.
 	Tool      string `json:"tool"`
 	Qualified string `json:"qualified"`
+	// Kind is what the reviewed call does: tool, resource (a resource
+	// read, Tool the URI) or prompt (a prompt get).
+	Kind string `json:"kind"`
 	// Arguments are the call's arguments, redacted.
 	Arguments json.RawMessage `json:"arguments"`
 	// Guard names the guard that asked for review; Reasons say why.
@@ -67,11 +71,14 @@ type DecisionRequest struct {
 
 func summary(r *review.Review, now time.Time) ReviewSummary {
 	out := ReviewSummary{
-		ID: r.ID, Tool: r.Tool, Qualified: r.Qualified, Arguments: json.RawMessage("{}"), Guard: r.Guard, Reasons: r.Reasons,
+		ID: r.ID, Tool: r.Tool, Qualified: r.Qualified, Kind: r.Kind, Arguments: json.RawMessage("{}"), Guard: r.Guard, Reasons: r.Reasons,
 		Principal: r.Principal, Front: r.Front, Status: r.Status, Created: r.Created,
 		AgeSeconds: now.Sub(r.Created).Round(time.Millisecond).Seconds(), Expires: r.Expires,
 		Decided: r.Decided, DecidedBy: r.DecidedBy, Note: r.Note, Dispatcher: r.Dispatcher, Dispatched: r.Dispatched,
 		Outcome: r.Outcome, Message: r.Message, Prior: r.Prior, Next: r.Next,
+	}
+	if out.Kind == "" {
+		out.Kind = guard.ActionTool
 	}
 	if len(r.Arguments) > 0 {
 		out.Arguments = utcp.Redact(r.Arguments)

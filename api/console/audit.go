@@ -114,9 +114,9 @@ func auditQuery(f auditFilter, before string) (audit.Query, time.Time, error) {
 		return httpx.Errorf(utcp.CodeInvalidRequest, format, args...).WithDetail("parameter", param)
 	}
 	switch q.Decision {
-	case "", "allow", "deny", "review", "error":
+	case "", "allow", "deny", "review", "error", "pin":
 	default:
-		return q, time.Time{}, bad("decision", "decision must be allow, deny, review or error, got %q", q.Decision)
+		return q, time.Time{}, bad("decision", "decision must be allow, deny, review, error or pin, got %q", q.Decision)
 	}
 	var err error
 	if q.Since, err = parseWhen(f.Since); err != nil {

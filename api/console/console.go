@@ -230,6 +230,7 @@ func (c *Console) routes() {
 	m.HandleFunc("POST /ui/manual/replace", c.authed(c.replaceManual))
 	m.HandleFunc("POST /ui/manual/refresh", c.authed(c.refreshManual))
 	m.HandleFunc("POST /ui/manual/delete", c.authed(c.deleteManual))
+	m.HandleFunc("POST /ui/manual/changes/decide", c.authed(c.decideChange))
 	m.HandleFunc("GET /ui/tools", c.authed(c.toolsPage))
 	m.HandleFunc("GET /ui/tool", c.authed(c.toolPage))
 	m.HandleFunc("POST /ui/call", c.authed(c.call))

@@ -100,6 +100,9 @@ type manualsData struct {
 	Form    addForm
 	Types   []string
 	Counts  map[string]int
+	// Pending counts each manual's pending changes of pinned tool
+	// definitions (pins.go).
+	Pending map[string]int
 }
 
 func (c *Console) manualsPage(w http.ResponseWriter, r *http.Request) {
@@ -112,7 +115,8 @@ func (c *Console) showManuals(w http.ResponseWriter, r *http.Request, status int
 	for _, m := range rows {
 		counts[string(m.State)]++
 	}
-	p := page{Title: "Manuals", Nav: "manuals", Data: manualsData{Manuals: rows, Form: f, Types: urlTypes, Counts: counts}}
+	p := page{Title: "Manuals", Nav: "manuals", Data: manualsData{Manuals: rows, Form: f, Types: urlTypes, Counts: counts,
+		Pending: c.pendingChanges(r.Context())}}
 	if err != nil {
 		p.Problem = problemOf(err)
 		status = p.Problem.Status
@@ -311,6 +315,10 @@ type manualData struct {
 	Variables []gateway.Variable
 	VarsErr   string
 	Replace   string // the replace form's text
+	// Changes are the changes of its pinned tool definitions, pending
+	// first (pins.go); ChangesErr says why they could not be read.
+	Changes    []changeView
+	ChangesErr string
 }
 
 type toolRow struct {
@@ -348,6 +356,9 @@ func (c *Console) showManual(w http.ResponseWriter, r *http.Request, status int,
 		d.VarsErr = problemOf(err).Message
 	} else {
 		d.Variables = vars
+	}
+	if m != nil {
+		d.Changes, d.ChangesErr = c.manualChanges(r.Context(), name)
 	}
 	p := page{Title: "Manual " + name, Nav: "manuals", Data: d}
 	if perr != nil {

@@ -3,10 +3,12 @@ package front
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"net/http"
 
 	"github.com/utcpd/utcpd/api/httpx"
 	"github.com/utcpd/utcpd/gateway"
+	"github.com/utcpd/utcpd/guard/review"
 	"github.com/utcpd/utcpd/utcp"
 )
 
@@ -100,13 +102,29 @@ func (h *Handler) complete(w http.ResponseWriter, r *http.Request) {
 }
 
 // mcpOptions are the call options of a resource, prompt or completion
-// request: its deadline (?timeout=) and the caller.
+// request: its deadline (?timeout=), whether to wait for a review
+// (?wait=, resource reads and prompt gets) and the caller.
 func (h *Handler) mcpOptions(r *http.Request) (gateway.CallOptions, error) {
 	d, err := h.timeout(r)
 	if err != nil {
 		return gateway.CallOptions{}, err
 	}
-	return gateway.CallOptions{Principal: httpx.Principal(r.Context()), Front: FrontName, Timeout: d}, nil
+	wait, err := waitParam(r)
+	if err != nil {
+		return gateway.CallOptions{}, err
+	}
+	return gateway.CallOptions{Principal: httpx.Principal(r.Context()), Front: FrontName, Timeout: d, NoWait: !wait}, nil
+}
+
+// failOrPark answers a parked read or get (?wait=false) with 202 and the
+// review to poll, any other error as usual.
+func (h *Handler) failOrPark(w http.ResponseWriter, r *http.Request, opts gateway.CallOptions, err error) {
+	var parked *review.ParkedError
+	if opts.NoWait && errors.As(err, &parked) {
+		writeParked(w, parked)
+		return
+	}
+	h.fail(w, r, err)
 }
 
 // readBody reads the request body within the front's size limit and
@@ -154,7 +172,7 @@ func (h *Handler) readResource(w http.ResponseWriter, r *http.Request) {
 	}
 	res, err := h.g.ReadResource(r.Context(), uri, opts)
 	if err != nil {
-		h.fail(w, r, err)
+		h.failOrPark(w, r, opts, err)
 		return
 	}
 	writeRaw(w, res)
@@ -180,7 +198,7 @@ func (h *Handler) getPrompt(w http.ResponseWriter, r *http.Request) {
 	}
 	res, err := h.g.GetPrompt(r.Context(), r.PathValue("name"), req.Arguments, opts)
 	if err != nil {
-		h.fail(w, r, err)
+		h.failOrPark(w, r, opts, err)
 		return
 	}
 	writeRaw(w, res)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/utcpd/utcpd/api/httpx"
+	"github.com/utcpd/utcpd/guard"
 	"github.com/utcpd/utcpd/guard/review"
 	"github.com/utcpd/utcpd/utcp"
 )
@@ -34,8 +35,13 @@ type Parked struct {
 type ReviewStatus struct {
 	// ID identifies the review.
 	ID string `json:"id"`
-	// Tool is the tool as requested.
+	// Tool is the tool as requested (a resource read's URI, a prompt
+	// get's prompt name).
 	Tool string `json:"tool"`
+	// Kind is what the call does: tool, resource or prompt; a result is
+	// then the tool's value, the ReadResourceResult or the
+	// GetPromptResult.
+	Kind string `json:"kind"`
 	// Status is pending, approved, denied, expired, dispatching, done or
 	// interrupted.
 	Status review.Status `json:"status"`
@@ -114,8 +120,12 @@ func (h *Handler) review(w http.ResponseWriter, r *http.Request) {
 }
 
 func reviewStatus(rv *review.Review) ReviewStatus {
+	kind := rv.Kind
+	if kind == "" {
+		kind = guard.ActionTool
+	}
 	out := ReviewStatus{
-		ID: rv.ID, Tool: rv.Tool, Status: rv.Status, Reasons: rv.Reasons, Created: rv.Created, Expires: rv.Expires,
+		ID: rv.ID, Tool: rv.Tool, Kind: kind, Status: rv.Status, Reasons: rv.Reasons, Created: rv.Created, Expires: rv.Expires,
 		Decided: rv.Decided, Note: rv.Note, Done: rv.Status.Final(), Dispatched: rv.Dispatched, Next: rv.Next,
 	}
 	reasons := make([]string, len(out.Reasons))

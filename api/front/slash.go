@@ -60,6 +60,13 @@ func slashPath(method, escaped string) (string, bool) {
 		}
 		prefix, rest = toolsetsPrefix+set+"/tools/", after
 	}
+	// The common case, a one-segment name and its action
+	// (demo.add/call), without splitting: nothing to rewrite.
+	if i := strings.IndexByte(rest, '/'); i >= 0 && strings.IndexByte(rest[i+1:], '/') < 0 {
+		if last := rest[i+1:]; last == "call" || last == "stream" {
+			return "", false
+		}
+	}
 	segs := strings.Split(rest, "/")
 	if len(segs) < 2 {
 		return "", false

@@ -35,6 +35,14 @@ func (s *Server) call(ctx context.Context, req *mcp.CallToolRequest, qualified s
 		ctx, span = startCall(ctx, req, qualified)
 		defer tracing.End(span, nil)
 	}
+	if caps, ok := wantsInputs(req); ok {
+		// A 2026-07-28 client is asked with input-required results (inputs.go).
+		return s.callWithInputs(ctx, req, caps, qualified, check)
+	}
+	if req.Params.RequestState != "" {
+		return nil, rpcError(jsonrpc.CodeInvalidParams, utcp.CodeInvalidRequest,
+			"requestState is unknown or expired: the call it belonged to has ended; call the tool again without it", nil)
+	}
 	args, err := decodeArguments(req.Params.Arguments)
 	if err != nil {
 		return nil, rpcError(jsonrpc.CodeInvalidParams, utcp.CodeInvalidArguments, err.Error(), nil)
@@ -45,6 +53,12 @@ func (s *Server) call(ctx context.Context, req *mcp.CallToolRequest, qualified s
 		t.CallStarted()
 		defer t.CallFinished()
 	}
+	return s.callWith(ctx, req, qualified, args, opts, check)
+}
+
+// callWith makes the call of req through the Backend, ctx carrying the
+// call's Peer.
+func (s *Server) callWith(ctx context.Context, req *mcp.CallToolRequest, qualified string, args map[string]any, opts gateway.CallOptions, check *outputCheck) (*mcp.CallToolResult, error) {
 	if token := req.Params.GetProgressToken(); token != nil && req.Session != nil {
 		return s.callStreaming(ctx, req, qualified, args, opts, token, check)
 	}
@@ -194,6 +208,9 @@ func nativeResult(raw json.RawMessage) (*mcp.CallToolResult, bool) {
 	if len(bytes.TrimSpace(raw)) == 0 {
 		return nil, false
 	}
+	if res, ok := plainTextResult(raw); ok {
+		return res, true
+	}
 	res := &mcp.CallToolResult{}
 	if err := json.Unmarshal(raw, res); err != nil {
 		return nil, false
@@ -208,6 +225,48 @@ func nativeResult(raw json.RawMessage) (*mcp.CallToolResult, bool) {
 	}
 	if res.Content == nil {
 		res.Content = []mcp.Content{}
+	}
+	return res, true
+}
+
+// plainTextResult is nativeResult for the common result of text blocks
+// alone ({"content":[{"type":"text","text":"..."}], "isError": false},
+// with a structuredContent perhaps), decoded without the SDK's decoder,
+// which allocates a 32 KiB buffer per value it decodes. False for any
+// other shape (a block of another type, or with annotations or _meta; a
+// _meta on the result; any other key), which the SDK decodes.
+func plainTextResult(raw json.RawMessage) (*mcp.CallToolResult, bool) {
+	var top map[string]json.RawMessage
+	if json.Unmarshal(raw, &top) != nil {
+		return nil, false
+	}
+	res := &mcp.CallToolResult{Content: []mcp.Content{}}
+	for k, v := range top {
+		switch k {
+		case "content":
+			var blocks []map[string]json.RawMessage
+			if json.Unmarshal(v, &blocks) != nil {
+				return nil, false
+			}
+			for _, b := range blocks {
+				var typ, text string
+				if len(b) != 2 || json.Unmarshal(b["type"], &typ) != nil || typ != "text" ||
+					b["text"] == nil || json.Unmarshal(b["text"], &text) != nil {
+					return nil, false
+				}
+				res.Content = append(res.Content, &mcp.TextContent{Text: text})
+			}
+		case "isError":
+			if json.Unmarshal(v, &res.IsError) != nil {
+				return nil, false
+			}
+		case "structuredContent":
+			if t := bytes.TrimSpace(v); len(t) > 0 && !bytes.Equal(t, []byte("null")) {
+				res.StructuredContent = v
+			}
+		default:
+			return nil, false
+		}
 	}
 	return res, true
 }

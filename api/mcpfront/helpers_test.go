@@ -71,6 +71,8 @@ type envOptions struct {
 	// manuals are registered (name → call template) before the front is
 	// created.
 	manuals map[string]string
+	// transportConfig is gateway.Options.TransportConfig.
+	transportConfig map[string]json.RawMessage
 }
 
 func newEnv(t *testing.T, eo envOptions) *env {
@@ -92,8 +94,9 @@ func newEnv(t *testing.T, eo envOptions) *env {
 		}
 	}
 	g, err := gateway.New(gateway.Options{
-		Transports: types,
-		Guard:      eo.guard,
+		Transports:      types,
+		TransportConfig: eo.transportConfig,
+		Guard:           eo.guard,
 		OnCall: func(rec *gateway.CallRecord) {
 			e.mu.Lock()
 			e.records = append(e.records, *rec)

@@ -1,8 +1,10 @@
 package mcpfront
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -45,6 +47,16 @@ func (s *Server) initHTTP() {
 	// newest 10 MiB of events across sessions.
 	s.stateful = mcp.NewStreamableHTTPHandler(get, &mcp.StreamableHTTPOptions{
 		EventStore:          mcp.NewMemoryEventStore(nil),
+		SessionTimeout:      idle,
+		MaxRequestBodyBytes: s.opts.MaxBodyBytes,
+		Logger:              sdkLog,
+	})
+	// The sessions whose client cannot be asked anything during a call
+	// (jsonSession) get application/json answers: one write per POST, no
+	// SSE framing, no priming event, nothing kept in the event store.
+	s.jsonful = mcp.NewStreamableHTTPHandler(get, &mcp.StreamableHTTPOptions{
+		JSONResponse:        true,
+		EventStore:          mcp.NewMemoryEventStore(nil), // the GET stream's events
 		SessionTimeout:      idle,
 		MaxRequestBodyBytes: s.opts.MaxBodyBytes,
 		Logger:              sdkLog,
@@ -143,14 +155,84 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 		s.stateless.ServeHTTP(w, r)
 		return
 	}
-	if r.Method == http.MethodPost && r.Header.Get(headerSessionID) == "" {
+	id := r.Header.Get(headerSessionID)
+	if r.Method == http.MethodPost && id == "" {
 		if !s.admit(false) {
 			s.refuseSession(w)
 			return
 		}
 		defer s.release(false)
+		if s.jsonSession(r) {
+			s.jsonful.ServeHTTP(w, r)
+			if id := w.Header().Get(headerSessionID); id != "" {
+				s.jsonIDs.Store(id, struct{}{})
+				s.pruneJSONIDs()
+			}
+			return
+		}
+	}
+	if id != "" {
+		if _, ok := s.jsonIDs.Load(id); ok {
+			s.jsonful.ServeHTTP(w, r)
+			if r.Method == http.MethodDelete {
+				s.pruneJSONIDs()
+			}
+			return
+		}
 	}
 	s.stateful.ServeHTTP(w, r)
+}
+
+// jsonSession reports whether the POST r, which opens a session, is an
+// initialize request whose client declares neither the sampling nor the
+// elicitation capability: nothing can be asked of such a client during
+// a call, so its session is served by the application/json handler. It
+// reads the body (up to Options.MaxBodyBytes) and puts it back, whole,
+// for the SDK. Anything else (a batch, a body that does not decode) is
+// left to the SSE handler, which answers it as before.
+func (s *Server) jsonSession(r *http.Request) bool {
+	limit := s.opts.MaxBodyBytes
+	if limit <= 0 {
+		limit = 4 << 20
+	}
+	head, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
+	r.Body = struct {
+		io.Reader
+		io.Closer
+	}{io.MultiReader(bytes.NewReader(head), r.Body), r.Body}
+	if err != nil || int64(len(head)) > limit {
+		return false
+	}
+	var msg struct {
+		Method string `json:"method"`
+		Params struct {
+			Capabilities map[string]json.RawMessage `json:"capabilities"`
+		} `json:"params"`
+	}
+	if json.Unmarshal(head, &msg) != nil || msg.Method != "initialize" {
+		return false
+	}
+	_, sampling := msg.Params.Capabilities["sampling"]
+	_, elicitation := msg.Params.Capabilities["elicitation"]
+	return !sampling && !elicitation
+}
+
+// pruneJSONIDs forgets the IDs of JSON sessions that have ended (closed
+// by DELETE or idle): it runs when one opens or is deleted, so the set
+// stays as large as the open sessions.
+func (s *Server) pruneJSONIDs() {
+	live := map[string]bool{}
+	for ss := range s.mcp.Sessions() {
+		if id := ss.ID(); id != "" {
+			live[id] = true
+		}
+	}
+	s.jsonIDs.Range(func(k, _ any) bool {
+		if !live[k.(string)] {
+			s.jsonIDs.Delete(k)
+		}
+		return true
+	})
 }
 
 // admit reserves room for a new session (or listen stream). A request

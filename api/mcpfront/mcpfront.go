@@ -17,7 +17,18 @@
 // notifications, DELETE to end a session), and the stateless 2026-07-28
 // revision (server/discover, per-request _meta, subscriptions/listen). A
 // request whose MCP-Protocol-Version header is 2026-07-28 or later is
-// served statelessly; every other request by the session handler.
+// served statelessly; every other request by the session handler. A
+// backend's sampling, elicitation and roots requests reach a client on
+// 2026-07-28 as input-required results (SEP-2322, inputs.go), a client
+// on an earlier revision as the requests themselves (peer.go).
+//
+// A session whose client declares neither sampling nor elicitation (it
+// cannot be asked anything in the middle of a call) gets its answers to
+// POSTs as application/json, one write each; any other session gets an
+// SSE stream per POST, on which a call's server requests (sampling,
+// elicitation, roots) and notifications (progress, logs) arrive before
+// its result. In a JSON session, those notifications, and roots
+// requests, go to the session's GET stream.
 //
 // # Tools
 //
@@ -242,6 +253,15 @@ type Options struct {
 	// MaxBodyBytes caps HTTP request bodies (default
 	// httpx.DefaultMaxBodyBytes).
 	MaxBodyBytes int64
+	// InputTimeout is how long a call of a 2026-07-28 client parked on
+	// an input-required result waits for the client's retry before it is
+	// cancelled (default DefaultInputTimeout); the call's CallTimeout
+	// bounds it too.
+	InputTimeout time.Duration
+	// MaxInputCalls caps the calls of one principal parked on
+	// input-required results at once (default DefaultMaxInputCalls); a
+	// server request that would park one more is declined.
+	MaxInputCalls int
 	// Tracker, when set, counts calls in flight.
 	Tracker CallTracker
 	// CodeMode, when set, is offered as the tool codemode.run (package
@@ -284,9 +304,16 @@ type Server struct {
 	closeOnce   sync.Once
 
 	stateful, stateless http.Handler
-	authed              func(http.Handler) http.Handler
+	// jsonful is the session handler that answers POSTs with
+	// application/json (http.go, jsonSession); jsonIDs holds the IDs of
+	// the sessions it created (string -> struct{}).
+	jsonful http.Handler
+	jsonIDs sync.Map
+	authed  func(http.Handler) http.Handler
 
 	res *resources // backends' resources and prompts (resources.go), nil if none
+
+	inputs inputCalls // calls parked on input-required results (inputs.go)
 
 	sessMu    sync.Mutex
 	admitting int // new sessions being created now
@@ -460,6 +487,7 @@ func (s *Server) Close() error {
 		s.followMu.Unlock()
 		s.endLife()
 		s.syncers.Wait()
+		s.inputs.closeAll()
 		for ss := range s.mcp.Sessions() {
 			_ = ss.Close()
 		}

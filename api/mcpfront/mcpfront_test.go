@@ -546,3 +546,80 @@ func TestRunStdio(t *testing.T) {
 		})
 	}
 }
+
+// TestJSONSessions: a session whose client declares neither sampling nor
+// elicitation gets its answers to POSTs as application/json (initialize
+// and tools/call alike); a client that declares sampling gets an SSE
+// stream per POST, on which a call's server requests can reach it; a
+// deleted JSON session is unknown afterwards.
+func TestJSONSessions(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	send := func(id, body string) *http.Response {
+		t.Helper()
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, e.url, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if id != "" {
+			req.Header.Set("Mcp-Session-Id", id)
+			req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = resp.Body.Close() })
+		return resp
+	}
+	initialize := func(caps string) *http.Response {
+		return send("", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":`+caps+`,"clientInfo":{"name":"raw","version":"1"}}}`)
+	}
+
+	resp := initialize(`{"roots":{"listChanged":true}}`)
+	id := resp.Header.Get("Mcp-Session-Id")
+	if ct := resp.Header.Get("Content-Type"); resp.StatusCode != http.StatusOK || ct != "application/json" || id == "" {
+		t.Fatalf("initialize without sampling: %d %q session %q, want 200 application/json with a session", resp.StatusCode, ct, id)
+	}
+	if r := send(id, `{"jsonrpc":"2.0","method":"notifications/initialized"}`); r.StatusCode != http.StatusAccepted {
+		t.Fatalf("notifications/initialized: %d", r.StatusCode)
+	}
+	resp = send(id, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"demo.add","arguments":{"a":2,"b":3}}}`)
+	body, _ := io.ReadAll(resp.Body)
+	if ct := resp.Header.Get("Content-Type"); resp.StatusCode != http.StatusOK || ct != "application/json" {
+		t.Fatalf("tools/call in a JSON session: %d %q %s, want 200 application/json", resp.StatusCode, ct, body)
+	}
+	var answer struct {
+		ID     int `json:"id"`
+		Result struct {
+			StructuredContent map[string]any `json:"structuredContent"`
+		} `json:"result"`
+	}
+	if err := json.Unmarshal(body, &answer); err != nil || answer.ID != 2 || answer.Result.StructuredContent["sum"] != float64(5) {
+		t.Fatalf("tools/call answer %s (%v), want id 2 and sum 5", body, err)
+	}
+
+	for _, caps := range []string{`{"sampling":{}}`, `{"elicitation":{}}`} {
+		if r := initialize(caps); r.Header.Get("Content-Type") != "text/event-stream" || r.Header.Get("Mcp-Session-Id") == "" {
+			t.Errorf("initialize with %s: %d %q, want an SSE stream", caps, r.StatusCode, r.Header.Get("Content-Type"))
+		}
+	}
+
+	del, err := http.NewRequestWithContext(t.Context(), http.MethodDelete, e.url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	del.Header.Set("Mcp-Session-Id", id)
+	dr, err := http.DefaultClient.Do(del)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dr.Body.Close()
+	if r := send(id, `{"jsonrpc":"2.0","id":3,"method":"tools/list"}`); r.StatusCode != http.StatusNotFound {
+		t.Errorf("tools/list after DELETE: %d, want 404", r.StatusCode)
+	}
+	if _, ok := e.front.jsonIDs.Load(id); ok {
+		t.Errorf("the deleted session's ID is still kept")
+	}
+}

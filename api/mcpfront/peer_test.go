@@ -186,8 +186,9 @@ func TestServerRequestsThroughFront(t *testing.T) {
 
 // TestServerRequestsCapabilities: a client that did not declare a
 // capability is not asked; the server's request is declined saying so.
-// A client on 2026-07-28 (no server-to-client requests) has them
-// declined too.
+// A client on 2026-07-28 (no server-to-client requests) is asked with
+// input-required results instead (inputs.go), and answers them as an
+// older client does.
 func TestServerRequestsCapabilities(t *testing.T) {
 	p := everything(t)
 	e, _ := everythingBehind(t, p, "http")
@@ -210,8 +211,12 @@ func TestServerRequestsCapabilities(t *testing.T) {
 	late := newAsker("late")
 	late.open(t, &mcp.StreamableClientTransport{Endpoint: e.url, MaxRetries: -1}, "2026-07-28", nil)
 	res := late.call(t, "trigger-sampling-request", `{"prompt":"hello"}`)
-	if !res.IsError || !strings.Contains(text(res), "2026-07-28") {
-		t.Errorf("a 2026-07-28 client: isError %v %q; want the decline naming the protocol", res.IsError, text(res))
+	if res.IsError || !strings.Contains(text(res), "late says: ") || !strings.Contains(text(res), "hello") {
+		t.Errorf("a 2026-07-28 client: isError %v %q; want its own answer", res.IsError, text(res))
+	}
+	res = late.call(t, "trigger-elicitation-request", `{}`)
+	if res.IsError || !strings.Contains(text(res), "late") {
+		t.Errorf("a 2026-07-28 client's elicitation: isError %v %q; want its own answer", res.IsError, text(res))
 	}
 }
 

@@ -185,3 +185,62 @@ func TestNamingNative(t *testing.T) {
 		t.Errorf("collisions %v, want m.other.echo's", c)
 	}
 }
+
+// TestPlainTextResult: the decoder of plain text results gives what the
+// SDK's decoder gives (compared as the JSON the front sends), and leaves
+// every other shape to it.
+func TestPlainTextResult(t *testing.T) {
+	sdkDecode := func(raw string) string {
+		res := &mcp.CallToolResult{}
+		if err := json.Unmarshal([]byte(raw), res); err != nil {
+			t.Fatalf("SDK decoding %s: %v", raw, err)
+		}
+		var structured struct {
+			S json.RawMessage `json:"structuredContent"`
+		}
+		if json.Unmarshal([]byte(raw), &structured) == nil && len(structured.S) > 0 && string(structured.S) != "null" {
+			res.StructuredContent = structured.S
+		} else {
+			res.StructuredContent = nil
+		}
+		if res.Content == nil {
+			res.Content = []mcp.Content{}
+		}
+		out, _ := json.Marshal(res)
+		return string(out)
+	}
+	for _, raw := range []string{
+		`{"content":[{"type":"text","text":"Echo: hi"}]}`,
+		`{"content":[{"type":"text","text":"a"},{"type":"text","text":"b \u00e9\n"}],"isError":true}`,
+		`{"content":[],"isError":false}`,
+		`{"content":null}`,
+		`{"content":[{"type":"text","text":"x"}],"structuredContent":{"sum":3, "z":[1,2]}}`,
+		`{"content":[{"type":"text","text":"x"}],"structuredContent":null}`,
+	} {
+		res, ok := plainTextResult(json.RawMessage(raw))
+		if !ok {
+			t.Errorf("plainTextResult(%s) declined a plain text result", raw)
+			continue
+		}
+		got, _ := json.Marshal(res)
+		if want := sdkDecode(raw); string(got) != want {
+			t.Errorf("plainTextResult(%s) = %s, the SDK decodes %s", raw, got, want)
+		}
+	}
+	for _, raw := range []string{
+		`{"content":[{"type":"image","data":"AA==","mimeType":"image/png"}]}`,
+		`{"content":[{"type":"text","text":"x","annotations":{"priority":1}}]}`,
+		`{"content":[{"type":"text","text":"x","_meta":{"k":1}}]}`,
+		`{"content":[{"type":"text","text":"x"}],"_meta":{"k":1}}`,
+		`{"content":[{"type":"text","text":3}]}`,
+		`{"content":[{"type":"text"}]}`,
+		`{"content":{"type":"text","text":"x"}}`,
+		`{"content":[],"other":1}`,
+		`[1]`,
+		`not json`,
+	} {
+		if _, ok := plainTextResult(json.RawMessage(raw)); ok {
+			t.Errorf("plainTextResult(%s) took a result that is not plain text", raw)
+		}
+	}
+}

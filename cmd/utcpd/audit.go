@@ -30,7 +30,8 @@ duration, front and principal. Arguments and results are never recorded.
 --tool keeps the calls of one tool (as requested or as resolved), --since the
 calls after a time (RFC 3339, or a duration back from now such as 1h),
 --outcome those that ended so (ok, or an error code such as tool_error),
---decision those the chain decided so (allow, deny, review, error). --limit
+--decision those the chain decided so (allow, deny, review, error; pin: the
+changes of pinned tool definitions, with their diff in --json). --limit
 caps the records printed (0: every matching record); pages of up to 1000 are
 fetched as needed.
 ` + adminModes,
@@ -84,7 +85,7 @@ fetched as needed.
 	fl.StringVar(&tool, "tool", "", "only calls of this tool (requested or qualified name)")
 	fl.StringVar(&since, "since", "", "only calls after this time: RFC 3339, or a duration back from now (1h, 30m)")
 	fl.StringVar(&outcome, "outcome", "", "only calls that ended so: ok, or an error code (tool_error, guard_denied, ...)")
-	fl.StringVar(&decision, "decision", "", "only calls the guard chain decided so: allow, deny, review or error")
+	fl.StringVar(&decision, "decision", "", "only calls the guard chain decided so: allow, deny, review or error (pin: changes of pinned tool definitions)")
 	fl.IntVar(&limit, "limit", audit.DefaultLimit, "at most this many records (0: every matching record)")
 	fl.BoolVar(&asJSON, "json", false, "print JSON ({\"records\": [...]}) instead of a table")
 	return cmd

@@ -56,7 +56,7 @@ func (f *adminFlags) client() (*client, error) {
 func newManualsCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "manuals",
-		Short: "List, add, remove and refresh the manuals of a running daemon",
+		Short: "List, add, remove, refresh and review the pinned tools of the manuals of a running daemon",
 		Long: `manuals talks to the admin API of a running daemon (utcpd serve) at --server
 (default $UTCPD_SERVER, else http://127.0.0.1:8787), with the admin token from
 --admin-token or $UTCPD_ADMIN_TOKEN, else from the file admin-token in the
@@ -70,7 +70,7 @@ and refreshed but not removed here: edit their source instead.
 Errors print the daemon's error code and message; the exit code is 1 (2 for
 bad usage or an unusable local file).`,
 	}
-	cmd.AddCommand(newManualsListCmd(), newManualsShowCmd(), newManualsAddCmd(), newManualsRmCmd(), newManualsRefreshCmd())
+	cmd.AddCommand(newManualsListCmd(), newManualsShowCmd(), newManualsAddCmd(), newManualsRmCmd(), newManualsRefreshCmd(), newManualsDiffCmd())
 	return cmd
 }
 

@@ -74,6 +74,9 @@ func printReviews(w io.Writer, rs []admin.ReviewSummary) error {
 		if tool == "" {
 			tool = r.Tool
 		}
+		if r.Kind != "" && r.Kind != "tool" {
+			tool += " (" + r.Kind + ")" // a resource read or prompt get
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, r.Status, tool, dash(r.Guard), dash(r.Principal), dash(r.Front),
 			(time.Duration(r.AgeSeconds * float64(time.Second))).Round(time.Second), oneLine(strings.Join(r.Reasons, "; "), 60))
 	}

@@ -19,6 +19,7 @@ func newServeCmd() *cobra.Command {
 	var f serveFlags
 	var configPath string
 	var strict bool
+	var pprofListen string
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the gateway daemon (admin API, REST front, health and metrics)",
@@ -49,12 +50,13 @@ The full reference (every gateway setting, replicas, the manuals folder,
 reloads): docs/cli.md, section "utcpd serve".`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runServe(cmd, &f, configPath, strict)
+			return runServe(cmd, &f, configPath, strict, pprofListen)
 		},
 	}
 	fl := cmd.Flags()
 	fl.StringVarP(&configPath, "config", "c", "", "configuration file (default $UTCPD_CONFIG, else ./utcpd.json when it exists)")
 	fl.BoolVar(&strict, "strict", false, "treat unknown configuration fields (also in the gateway section) as errors")
+	fl.StringVar(&pprofListen, "pprof-listen", "", "serve Go profiles (net/http/pprof) on this loopback address, e.g. 127.0.0.1:6060; off when empty")
 	f.bind(fl)
 	cmd.SetHelpFunc(func(c *cobra.Command, _ []string) {
 		fmt.Fprint(c.OutOrStdout(), groupedHelp(c, serveFlagGroups))
@@ -75,7 +77,7 @@ var serveFlagGroups = []flagGroup{
 	{"Listener and access", []string{"listen", "admin-token", "api-keys", "max-connections"}},
 	{"Manuals and storage", []string{"data-dir", "store", "no-store", "manuals-dir"}},
 	{"Limits and timeouts", []string{"max-body-bytes", "default-timeout", "max-timeout", "read-timeout", "shutdown-timeout"}},
-	{"Logging", []string{"log-format", "log-level"}},
+	{"Logging and profiling", []string{"log-format", "log-level", "pprof-listen"}},
 }
 
 // groupedHelp is cmd's help with its flags listed by group.
@@ -163,7 +165,7 @@ func listProblems(path string, ps []manuals.Problem) string {
 	return b.String()
 }
 
-func runServe(cmd *cobra.Command, f *serveFlags, configFlag string, strict bool) error {
+func runServe(cmd *cobra.Command, f *serveFlags, configFlag string, strict bool, pprofListen string) error {
 	path := resolveConfigPath(configFlag, cmd.Flags().Changed("config"))
 	dc, checked, err := loadDaemonConfig(path, strict, false, defaultSettings())
 	if err != nil {
@@ -176,15 +178,32 @@ func runServe(cmd *cobra.Command, f *serveFlags, configFlag string, strict bool)
 	if _, err := checkExposure(&s); err != nil {
 		return &exitError{code: exitUsage, err: err}
 	}
+	if pprofListen != "" {
+		if err := checkPprofAddr(pprofListen); err != nil {
+			return &exitError{code: exitUsage, err: err}
+		}
+	}
 
 	// The configuration's warnings (the gateway section's among them),
 	// repeated ones summarised, as config validate prints them; a
 	// rejected manual's errors are logged as its failed registration.
-	log := newLogger(&s)
+	// Log lines are buffered (logSink) and written when runServe returns,
+	// before the exit's own message.
+	sink := newLogSink(os.Stderr)
+	defer sink.Close()
+	log := newLogger(&s, sink)
 	for _, p := range checked.Problems {
 		if p.Severity == manuals.SeverityWarning {
 			log.Warn("configuration", "warning", p.String())
 		}
+	}
+
+	if pprofListen != "" {
+		stop, err := startPprof(pprofListen, log)
+		if err != nil {
+			return err
+		}
+		defer stop()
 	}
 
 	opts := daemon.Options{

@@ -267,14 +267,18 @@ func isPostgresDSN(dsn string) bool {
 	return strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://")
 }
 
-// newLogger returns the daemon's logger: slog to stderr in the settings'
-// format and level, through utcp.RedactHandler so that no line shows a
-// secret (by attribute name or by value).
-func newLogger(s *settings) *slog.Logger {
+// newLogger returns the daemon's logger: slog in the settings' format and
+// level to out (the daemon's buffered stderr, logSink), through
+// utcp.RedactHandler so that no line shows a secret (by attribute name or
+// by value). Records of level warn and above flush out at once.
+func newLogger(s *settings, out *logSink) *slog.Logger {
 	level, _ := daemon.ParseLevel(s.LogLevel)
 	opts := &slog.HandlerOptions{Level: level}
+	var h slog.Handler
 	if s.LogFormat == "json" {
-		return slog.New(utcp.RedactHandler(slog.NewJSONHandler(os.Stderr, opts)))
+		h = slog.NewJSONHandler(out, opts)
+	} else {
+		h = slog.NewTextHandler(out, opts)
 	}
-	return slog.New(utcp.RedactHandler(slog.NewTextHandler(os.Stderr, opts)))
+	return slog.New(flushAbove{utcp.RedactHandler(h), out})
 }

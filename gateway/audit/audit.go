@@ -15,6 +15,7 @@ package audit
 
 import (
 	"context"
+	"encoding/json"
 	"slices"
 	"time"
 
@@ -72,6 +73,14 @@ type Record struct {
 	// (an MCP resources/read; Tool is the URI) or "prompt" (an MCP
 	// prompts/get). Empty for tool calls.
 	Kind string `json:"kind,omitempty"`
+	// Change and Diff are set on a record of kind "pin" (decision "pin"):
+	// a change of a manual's tool definitions that a rediscovery brought
+	// (Tool and Qualified name the manual, Outcome is the change's status:
+	// pending, accepted, approved, rejected). Change is the change's id,
+	// Diff its per-tool diff (registry.ToolDiff list), which holds tool
+	// definitions, never arguments or secrets.
+	Change string          `json:"change_id,omitempty"`
+	Diff   json.RawMessage `json:"diff,omitempty"`
 	// Toolset names the toolset the call came through ("" when none);
 	// Tool and Qualified are then the real qualified name.
 	Toolset string `json:"toolset,omitempty"`
@@ -81,6 +90,7 @@ type Record struct {
 func (r *Record) Clone() Record {
 	c := *r
 	c.Steps = slices.Clone(r.Steps)
+	c.Diff = slices.Clone(r.Diff)
 	return c
 }
 

@@ -23,6 +23,11 @@ const (
 	// DefaultMaxHeld is how many records a Writer holds back at most
 	// while the store is unavailable.
 	DefaultMaxHeld = 100_000
+	// DefaultLinger is the group-commit window the daemon uses
+	// (WriterOptions.Linger): records of the last DefaultLinger can be
+	// lost if the process is killed (SIGKILL, power loss), never on a
+	// clean stop.
+	DefaultLinger = 10 * time.Millisecond
 )
 
 // The backoff between two attempts to write held-back records: it starts
@@ -42,6 +47,18 @@ type WriterOptions struct {
 	QueueSize int
 	// BatchSize caps the records written by one Store.Append.
 	BatchSize int
+	// Linger, when positive, groups records into fewer store
+	// transactions (group commit): after the first record of a batch,
+	// the Writer waits up to Linger for more, and writes the batch once
+	// it holds BatchSize records or Linger has passed, whichever comes
+	// first; a Flush or Close writes at once. With a store that syncs
+	// each transaction to disk (SQLite, PostgreSQL), this turns one sync
+	// per call into at most one per Linger. The cost is the crash
+	// window: the records of the last Linger (and those queued) are only
+	// in memory, and lost if the process is killed or the machine loses
+	// power; a clean stop (Close) writes them. Zero or negative writes
+	// each batch as soon as a record arrives (what is queued then).
+	Linger time.Duration
 	// MaxHeld bounds the records taken from the queue and not written yet
 	// (default DefaultMaxHeld): while the store is unavailable, the
 	// Writer keeps taking records from the queue, behind the batch that
@@ -77,7 +94,9 @@ type WriterOptions struct {
 }
 
 // Writer appends records to a Store from one background goroutine, in
-// batches, so that auditing costs a call only a channel send. When the
+// batches, so that auditing costs a call only a channel send. With
+// WriterOptions.Linger the batches are group commits: one transaction for
+// the records of up to Linger. When the
 // store falls behind and the queue is full, records are dropped and
 // counted rather than slowing calls down.
 //
@@ -125,7 +144,11 @@ type Writer struct {
 	resolved uint64 // of those, written or lost
 	delay    time.Duration
 	retry    *time.Timer
-	waiters  []flushWaiter
+	linger   *time.Timer
+	// lingering: held records wait for linger to fire (or the batch to
+	// fill) before they are written.
+	lingering bool
+	waiters   []flushWaiter
 	// replay is the taken count once the spill file's records are all
 	// resolved (then the file is removed); 0 when no file was read.
 	replay uint64
@@ -305,6 +328,9 @@ func (w *Writer) run() {
 	w.retry = time.NewTimer(time.Hour)
 	w.retry.Stop()
 	defer w.retry.Stop()
+	w.linger = time.NewTimer(time.Hour)
+	w.linger.Stop()
+	defer w.linger.Stop()
 	if w.heldLen() > 0 { // the spill file's records
 		w.writeHeld()
 	}
@@ -318,13 +344,30 @@ func (w *Writer) run() {
 		if w.delay > 0 {
 			retry = w.retry.C
 		}
+		var linger <-chan time.Time
+		if w.lingering {
+			linger = w.linger.C
+		}
 		select {
 		case r := <-in:
 			w.hold(r)
-			if w.delay > 0 {
+			switch {
+			case w.delay > 0:
 				w.take(w.opts.MaxHeld) // behind the held-back batch
-			} else {
+			default:
 				w.take(min(w.opts.BatchSize, w.opts.MaxHeld))
+				if w.opts.Linger > 0 && w.heldLen() < min(w.opts.BatchSize, w.opts.MaxHeld) {
+					if !w.lingering { // the batch's first record: group the next ones with it
+						w.lingering = true
+						w.linger.Reset(w.opts.Linger)
+					}
+					continue
+				}
+				w.writeHeld()
+			}
+		case <-linger:
+			w.lingering = false
+			if w.delay == 0 {
 				w.writeHeld()
 			}
 		case ack := <-w.flushes:
@@ -449,6 +492,10 @@ func (w *Writer) release(n int) {
 // retryable error, it starts (or lengthens) the backoff before the next
 // attempt.
 func (w *Writer) writeHeld() {
+	if w.lingering {
+		w.lingering = false
+		w.linger.Stop()
+	}
 	before := w.resolved
 	err := w.writeAll(w.ctx)
 	w.replayed()

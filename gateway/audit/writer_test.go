@@ -417,3 +417,53 @@ func TestRetryable(t *testing.T) {
 		}
 	}
 }
+
+// TestWriterLingerGroupsRecords: with a linger window, records appended
+// one at a time go to the store in one transaction (one Append) when the
+// window ends, a Flush or Close writes at once, and a full batch is
+// written without waiting for the window.
+func TestWriterLingerGroupsRecords(t *testing.T) {
+	s := newOutageStore()
+	w := audit.NewWriter(s, audit.WriterOptions{Linger: time.Hour, BatchSize: 8, Retention: -1})
+	for i := range 5 {
+		w.Append(rec(i))
+	}
+	waitUntil(t, "the writer to take the records", func() bool { return w.Held() == 5 })
+	if err := w.Flush(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if n := s.attempts.Load(); n != 1 {
+		t.Errorf("5 records lingering, then a Flush: %d Appends, want 1 (grouped)", n)
+	}
+	checkSeq(t, s.all(t), seq(0, 5))
+
+	for i := 5; i < 5+8; i++ { // a full batch: written at once
+		w.Append(rec(i))
+	}
+	waitUntil(t, "the full batch to be written", func() bool { return w.Written() == 13 })
+	if n := s.attempts.Load(); n != 2 {
+		t.Errorf("a full batch: %d Appends in all, want 2", n)
+	}
+
+	for i := 13; i < 16; i++ { // lingering at Close: written
+		w.Append(rec(i))
+	}
+	closeWriter(t, w)
+	checkSeq(t, s.all(t), seq(0, 16))
+	if w.Dropped() != 0 || w.Failed() != 0 {
+		t.Errorf("dropped %d, failed %d, want none", w.Dropped(), w.Failed())
+	}
+}
+
+// TestWriterLingerWindowEnds: records that wait for their window are
+// written when it ends, with no Flush.
+func TestWriterLingerWindowEnds(t *testing.T) {
+	s := newOutageStore()
+	w := audit.NewWriter(s, audit.WriterOptions{Linger: 5 * time.Millisecond, Retention: -1})
+	defer closeWriter(t, w)
+	for i := range 3 {
+		w.Append(rec(i))
+	}
+	waitUntil(t, "the lingering records to be written", func() bool { return w.Written() == 3 })
+	checkSeq(t, s.all(t), seq(0, 3))
+}

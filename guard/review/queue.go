@@ -202,7 +202,7 @@ func (q *Queue) Approve(ctx context.Context, call *guard.Call, v guard.Verdict) 
 	if t != nil {
 		t.ID, t.State, t.Expires = r.ID, StatusPending, r.Expires
 	}
-	q.log.Info("call awaits review", "review_id", r.ID, "tool", r.Tool, "guard", r.Guard, "principal", r.Principal,
+	q.log.Info("call awaits review", "review_id", r.ID, "tool", r.Tool, "kind", r.Kind, "guard", r.Guard, "principal", r.Principal,
 		"front", r.Front, "parked", park, "prior", r.Prior)
 	if park {
 		return guard.Verdict{}, fmt.Errorf("call parked for review %s: %w", r.ID, guard.ErrParked)
@@ -344,7 +344,7 @@ func (q *Queue) newReview(call *guard.Call, v guard.Verdict, t *Ticket) (*Review
 	}
 	now := time.Now()
 	r := &Review{
-		ID: newID(), Tool: call.Tool, Qualified: call.Qualified, Arguments: args, Principal: call.Principal,
+		ID: newID(), Tool: call.Tool, Qualified: call.Qualified, Kind: call.Kind, Arguments: args, Principal: call.Principal,
 		Guard: v.Guard, Reasons: []string{v.Reason}, Status: StatusPending, Created: now, Expires: now.Add(q.opts.Timeout),
 		Replica: q.opts.Replica,
 	}
@@ -787,7 +787,7 @@ func (q *Queue) run(r *Review, dispatch Dispatcher) {
 	}
 	ctx, cancel := context.WithTimeout(q.runCtx, timeout)
 	defer cancel()
-	q.log.Info("dispatching an approved call", "review_id", r.ID, "tool", r.Tool)
+	q.log.Info("dispatching an approved call", "review_id", r.ID, "tool", r.Tool, "kind", r.Kind)
 	var (
 		res        *utcp.Result
 		dispatched bool

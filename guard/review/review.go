@@ -53,6 +53,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/utcpd/utcpd/guard"
 	"github.com/utcpd/utcpd/utcp"
 )
 
@@ -107,6 +108,12 @@ type Review struct {
 	// resolved name, "" when it did not resolve.
 	Tool      string `json:"tool"`
 	Qualified string `json:"qualified,omitempty"`
+	// Kind is what the call does, as guard.Call.Kind: "" (or
+	// guard.ActionTool) a tool call, guard.ActionResource a resource
+	// read (Tool the URI as requested), guard.ActionPrompt a prompt get
+	// (Tool the prompt's name as requested). It decides how an approved
+	// review is dispatched, so it is persisted with the review.
+	Kind string `json:"kind,omitempty"`
 	// Arguments are the call's arguments as given (a JSON object),
 	// needed to dispatch the call later. They may hold secrets: show
 	// them only through utcp.Redact.
@@ -243,8 +250,8 @@ func NotFound(id string) error {
 }
 
 // Check validates r as Store.Put and Store.Update require: an ID, a tool
-// name, a known status, a creation time and arguments that are a JSON
-// object (or empty).
+// name, a known kind ("", tool, resource or prompt), a known status, a
+// creation time and arguments that are a JSON object (or empty).
 func Check(r *Review) error {
 	switch {
 	case r == nil:
@@ -257,6 +264,11 @@ func Check(r *Review) error {
 		return utcp.NewError(utcp.CodeInvalidRequest, "review %s: no creation time", r.ID)
 	case len(r.Arguments) > 0 && !json.Valid(r.Arguments):
 		return utcp.NewError(utcp.CodeInvalidRequest, "review %s: arguments are not valid JSON", r.ID)
+	}
+	switch r.Kind {
+	case "", guard.ActionTool, guard.ActionResource, guard.ActionPrompt:
+	default:
+		return utcp.NewError(utcp.CodeInvalidRequest, "review %s: unknown kind %q", r.ID, r.Kind)
 	}
 	switch r.Status {
 	case StatusPending, StatusApproved, StatusDenied, StatusExpired, StatusDispatching, StatusDone, StatusInterrupted:

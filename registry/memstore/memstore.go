@@ -20,6 +20,7 @@ import (
 type Store struct {
 	mu      sync.RWMutex
 	recs    map[string]*registry.Record
+	pins    registry.MemPins // pins.go
 	closed  bool
 	done    chan struct{} // closed by Close
 	closeMu sync.Once

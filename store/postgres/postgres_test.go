@@ -48,6 +48,10 @@ func TestConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) registry.Store { return open(t, newDB(t), postgres.Options{}) })
 }
 
+func TestPinConformance(t *testing.T) {
+	storetest.RunPins(t, func(t *testing.T) registry.PinStore { return open(t, newDB(t), postgres.Options{}) })
+}
+
 func TestReviewStoreConformance(t *testing.T) {
 	reviewtest.Run(t, func(t *testing.T) review.Store { return open(t, newDB(t), postgres.Options{}).Reviews() })
 }

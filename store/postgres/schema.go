@@ -54,7 +54,23 @@ var migrations = [...][]string{
 		`CREATE INDEX audit_time ON audit (time)`,
 		`CREATE INDEX audit_tool ON audit (tool, id)`,
 		`CREATE INDEX audit_qualified ON audit (qualified, id)`},
-	// 4: the toolsets created through the admin API
+	// 4: pinned tool definitions and their changes (registry.PinStore),
+	// as in store/sqlite; seq orders changes created at the same time.
+	{`CREATE TABLE pins (
+		manual     text COLLATE "C" PRIMARY KEY,
+		data       bytea NOT NULL,
+		updated_at timestamptz NOT NULL DEFAULT now()
+	)`,
+		`CREATE TABLE pin_changes (
+		id         text COLLATE "C" PRIMARY KEY,
+		seq        bigserial,
+		manual     text COLLATE "C" NOT NULL,
+		status     text NOT NULL,
+		created_at bigint NOT NULL,
+		data       bytea NOT NULL
+	)`,
+		`CREATE INDEX pin_changes_manual ON pin_changes (manual, created_at)`},
+	// 5: the toolsets created through the admin API
 	// (gateway.ToolsetStore), as in store/sqlite. Every write notifies
 	// utcpd_toolsets.
 	{`CREATE TABLE toolsets (
@@ -66,7 +82,7 @@ var migrations = [...][]string{
 
 // SchemaVersion is the schema version this package writes: the number of
 // migrations it knows.
-const SchemaVersion = 4
+const SchemaVersion = 5
 
 // Both differences must be non-negative: SchemaVersion == len(migrations).
 const _ = uint(SchemaVersion-len(migrations)) + uint(len(migrations)-SchemaVersion)

@@ -12,7 +12,7 @@ import (
 )
 
 // channelToolsets is notified (payload: the writing Store's instance ID)
-// on every write to the toolsets table (migration 4), the toolsets
+// on every write to the toolsets table (migration 5), the toolsets
 // created through the admin API (gateway.ToolsetStore).
 const channelToolsets = "utcpd_toolsets"
 

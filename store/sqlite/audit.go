@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/utcpd/utcpd/gateway/audit"
@@ -28,6 +29,23 @@ func (s *Store) Audit() *Audit { return &Audit{s: s} }
 // pruneBatch is how many rows one DELETE of Prune removes, so that a
 // large prune never holds the write lock for long.
 const pruneBatch = 5000
+
+// appendRows is how many records one INSERT of Append writes at most
+// (six parameters each, well below SQLite's limit of 32766).
+const appendRows = 64
+
+// insertAudit is the INSERT of n audit rows.
+func insertAudit(n int) string {
+	var b strings.Builder
+	b.WriteString(`INSERT INTO audit (time, tool, qualified, decision, outcome, data) VALUES `)
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(`(?, ?, ?, ?, ?, ?)`)
+	}
+	return b.String()
+}
 
 // Append stores recs in one durable transaction.
 func (a *Audit) Append(ctx context.Context, recs []audit.Record) (err error) {
@@ -63,14 +81,30 @@ func (a *Audit) Append(ctx context.Context, recs []audit.Record) (err error) {
 			_ = tx.Rollback()
 		}
 	}()
-	stmt, err := tx.PrepareContext(ctx, `INSERT INTO audit (time, tool, qualified, decision, outcome, data) VALUES (?, ?, ?, ?, ?, ?)`)
-	if err != nil {
-		return s.wwrap(ctx, "append audit records", err)
-	}
-	defer stmt.Close()
-	for i := range recs {
-		r := &recs[i]
-		if _, err = stmt.ExecContext(ctx, r.Time.UnixNano(), r.Tool, r.Qualified, r.Decision, r.Outcome, rows[i]); err != nil {
+	// Rows go in by appendRows at a time, one multi-row INSERT each (one
+	// statement execution instead of one per record), in order, so
+	// their ids ascend as the records came.
+	var full *sql.Stmt
+	for start := 0; start < len(recs); start += appendRows {
+		n := min(appendRows, len(recs)-start)
+		stmt := full
+		if stmt == nil || n < appendRows {
+			if stmt, err = tx.PrepareContext(ctx, insertAudit(n)); err != nil {
+				return s.wwrap(ctx, "append audit records", err)
+			}
+			if n == appendRows {
+				full = stmt
+				defer full.Close()
+			} else {
+				defer stmt.Close()
+			}
+		}
+		args := make([]any, 0, 6*n)
+		for i := start; i < start+n; i++ {
+			r := &recs[i]
+			args = append(args, r.Time.UnixNano(), r.Tool, r.Qualified, r.Decision, r.Outcome, rows[i])
+		}
+		if _, err = stmt.ExecContext(ctx, args...); err != nil {
 			return s.wwrap(ctx, "append audit records", err)
 		}
 	}

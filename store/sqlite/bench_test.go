@@ -189,3 +189,28 @@ func BenchmarkAuditTrim(b *testing.B) {
 	b.ReportMetric(float64(data)/n, "json-B/record")
 	b.ReportMetric(float64(pages*pageSize)/n, "file-B/record")
 }
+
+// BenchmarkAuditAppend measures one Append of a group-committed batch
+// (audit.Writer with a linger window: 1, 50 or 512 records in one
+// transaction) and reports the cost per record.
+func BenchmarkAuditAppend(b *testing.B) {
+	for _, n := range []int{1, 50, 512} {
+		b.Run(fmt.Sprintf("batch-%d", n), func(b *testing.B) {
+			s, err := Open(b.Context(), b.TempDir())
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			batch := make([]audit.Record, n)
+			for i := range batch {
+				batch[i] = auditBenchRecord(i)
+			}
+			for b.Loop() {
+				if err := s.Audit().Append(b.Context(), batch); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/record")
+		})
+	}
+}

@@ -55,7 +55,24 @@ var migrations = [...][]string{
 		`CREATE INDEX audit_time ON audit (time)`,
 		`CREATE INDEX audit_tool ON audit (tool, id)`,
 		`CREATE INDEX audit_qualified ON audit (qualified, id)`},
-	// 4: the toolsets created through the admin API
+	// 4: pinned tool definitions and their changes (registry.PinStore).
+	// data is the JSON encoding of the registry.Pin / registry.PinChange,
+	// the source of truth; manual, status and created_at (Unix
+	// nanoseconds) are copied out for the list and the compare-and-swap.
+	{`CREATE TABLE pins (
+		manual     TEXT PRIMARY KEY,
+		data       BLOB NOT NULL,
+		updated_at INTEGER NOT NULL
+	)`,
+		`CREATE TABLE pin_changes (
+		id         TEXT PRIMARY KEY,
+		manual     TEXT NOT NULL,
+		status     TEXT NOT NULL,
+		created_at INTEGER NOT NULL,
+		data       BLOB NOT NULL
+	)`,
+		`CREATE INDEX pin_changes_manual ON pin_changes (manual, created_at)`},
+	// 5: the toolsets created through the admin API
 	// (gateway.ToolsetStore). spec is the toolset's JSON; updated_at is
 	// when the row was last written, in Unix nanoseconds.
 	{`CREATE TABLE toolsets (
@@ -67,7 +84,7 @@ var migrations = [...][]string{
 
 // SchemaVersion is the schema version this package writes: the number of
 // migrations it knows.
-const SchemaVersion = 4
+const SchemaVersion = 5
 
 // Both differences must be non-negative: SchemaVersion == len(migrations).
 const _ = uint(SchemaVersion-len(migrations)) + uint(len(migrations)-SchemaVersion)

@@ -684,3 +684,14 @@ func TestCloseWhileBusy(t *testing.T) {
 		}
 	}
 }
+
+func TestPinConformance(t *testing.T) {
+	storetest.RunPins(t, func(t *testing.T) registry.PinStore {
+		s, err := Open(t.Context(), t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Close() })
+		return s
+	})
+}

@@ -9,7 +9,7 @@ import (
 	"github.com/utcpd/utcpd/utcp"
 )
 
-// The toolsets table (migration 4) holds the toolsets created through the
+// The toolsets table (migration 5) holds the toolsets created through the
 // admin API (gateway.ToolsetStore): name → the toolset's JSON, validated
 // by the gateway before it is put.
 

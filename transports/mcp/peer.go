@@ -56,7 +56,22 @@ const (
 	methodElicit        = "elicitation/create"
 	methodListRoots     = "roots/list"
 	methodLog           = "notifications/message"
+	methodElicitDone    = "notifications/elicitation/complete"
 )
+
+// urlElicitationTTL bounds how long a session remembers which caller
+// asked a URL-mode elicitation, for its notifications/elicitation/complete;
+// maxURLElicitations caps how many it remembers.
+const (
+	urlElicitationTTL  = 30 * time.Minute
+	maxURLElicitations = 1024
+)
+
+// urlElicitation is the caller of a URL-mode elicitation.
+type urlElicitation struct {
+	peer    transports.Peer
+	expires time.Time
+}
 
 // codeDeclined is the JSON-RPC error code of a declined server request
 // (one of the implementation-defined codes; -32601 would be replaced by
@@ -99,6 +114,9 @@ type peerState struct {
 	logsSeen uint64 // log notifications the taps saw
 	logsDone uint64 // log notifications handled
 	logCond  *sync.Cond
+	// urls are the callers of URL-mode elicitations by elicitationId,
+	// told of their completion.
+	urls map[string]urlElicitation
 }
 
 func (ps *peerState) init() {
@@ -247,7 +265,7 @@ func (ss *session) stamper(req *http.Request) func([]byte) []byte {
 
 func routed(method string) bool {
 	switch method {
-	case methodCreateMessage, methodElicit, methodListRoots, methodLog:
+	case methodCreateMessage, methodElicit, methodListRoots, methodLog, methodElicitDone:
 		return true
 	}
 	return false
@@ -325,6 +343,7 @@ func (sess *session) ask(ctx context.Context, method string, params sdk.Params, 
 	case methodCreateMessage:
 		out, err = e.peer.CreateMessage(pctx, raw)
 	case methodElicit:
+		sess.rememberURL(params, e.peer)
 		out, err = e.peer.Elicit(pctx, raw)
 	case methodListRoots:
 		out, err = e.peer.ListRoots(pctx, raw)
@@ -371,6 +390,87 @@ func (s *server) peerOptions(opts *sdk.ClientOptions, sess *session) {
 		return res, nil
 	}
 	opts.LoggingMessageHandler = sess.onLog
+	opts.ElicitationCompleteHandler = sess.onElicitationComplete
+}
+
+// rememberURL notes the caller of a URL-mode elicitation, for its
+// completion notice.
+func (sess *session) rememberURL(params sdk.Params, peer transports.Peer) {
+	ep, ok := params.(*sdk.ElicitParams)
+	if !ok || ep.Mode != "url" || ep.ElicitationID == "" {
+		return
+	}
+	if _, ok := peer.(transports.ElicitationCompleter); !ok {
+		return
+	}
+	ps := &sess.peers
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	now := time.Now()
+	if ps.urls == nil {
+		ps.urls = map[string]urlElicitation{}
+	}
+	if len(ps.urls) >= maxURLElicitations {
+		for id, u := range ps.urls {
+			if now.After(u.expires) {
+				delete(ps.urls, id)
+			}
+		}
+		if len(ps.urls) >= maxURLElicitations {
+			return // the completion notice will find the call in flight, if any
+		}
+	}
+	ps.urls[ep.ElicitationID] = urlElicitation{peer: peer, expires: now.Add(urlElicitationTTL)}
+}
+
+// onElicitationComplete tells the caller that asked a URL-mode
+// elicitation that it completed: the caller remembered for its
+// elicitationId, else the caller of the call the notice belongs to.
+func (sess *session) onElicitationComplete(ctx context.Context, req *sdk.ElicitationCompleteNotificationRequest) {
+	s := sess.s
+	if req.Params == nil {
+		return
+	}
+	meta := req.Params.GetMeta()
+	if meta == nil {
+		meta = map[string]any{}
+	}
+	var peer transports.Peer
+	ps := &sess.peers
+	ps.mu.Lock()
+	if u, ok := ps.urls[req.Params.ElicitationID]; ok {
+		delete(ps.urls, req.Params.ElicitationID)
+		if time.Now().Before(u.expires) {
+			peer = u.peer
+		}
+	}
+	ps.mu.Unlock()
+	e, why := sess.route(ctx, meta)
+	if len(meta) == 0 {
+		req.Params.SetMeta(nil)
+	} else {
+		req.Params.SetMeta(meta)
+	}
+	if peer == nil && e != nil {
+		peer = e.peer
+	}
+	done, ok := peer.(transports.ElicitationCompleter)
+	if !ok {
+		if why == "" {
+			why = "its caller cannot take it"
+		}
+		s.log.Debug("mcp: an elicitation completion reached no caller", "reason", why, "elicitation_id", req.Params.ElicitationID)
+		return
+	}
+	raw, err := json.Marshal(req.Params)
+	if err != nil {
+		return
+	}
+	nctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), peerLogTimeout)
+	defer cancel()
+	if err := done.ElicitationComplete(nctx, raw); err != nil {
+		s.log.Debug("mcp: passing an elicitation completion on failed", "err", err)
+	}
 }
 
 // rootsMiddleware answers roots/list from the caller (the SDK's client

@@ -115,6 +115,21 @@ func testRoundTrip(t *testing.T, s review.Store) {
 	if d := Diff(done, get(t, s, "rv_a")); d != "" {
 		t.Errorf("Get after Update (-want +got):\n%s", d)
 	}
+	// The kind of a resource read or prompt get survives (it decides how
+	// an approved review is dispatched); an unknown kind is refused.
+	for i, kind := range []string{"resource", "prompt"} {
+		r := Fixture(fmt.Sprintf("rv_kind%d", i), time.Duration(i)*time.Second)
+		r.Tool, r.Qualified, r.Kind = "utcpd://conf.srv/test://static-text", "utcpd://conf.srv/test://static-text", kind
+		put(t, s, r)
+		if got := get(t, s, r.ID); got.Kind != kind || Diff(r, got) != "" {
+			t.Errorf("kind %s after Put: got kind %q (-want +got):\n%s", kind, got.Kind, Diff(r, got))
+		}
+	}
+	bad := Fixture("rv_badkind", 0)
+	bad.Kind = "shell"
+	if err := s.Put(t.Context(), bad); utcp.CodeOf(err) != utcp.CodeInvalidRequest {
+		t.Errorf("Put with kind shell: %v, want invalid_request", err)
+	}
 }
 
 func testPutExisting(t *testing.T, s review.Store) {
