@@ -52,6 +52,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -344,6 +345,13 @@ func newServer(opts Options) (*server, error) {
 	}
 	mux := http.NewServeMux()
 	mux.Handle(mcpfront.Path, mcpFront.Handler())
+	// Each toolset is a virtual MCP server of its own at /mcp/{toolset}
+	// (api/mcpfront/toolset.go), with the same options.
+	if mo.Gateway != nil {
+		tso := mo
+		tso.CodeMode = nil
+		mux.Handle(mcpfront.ToolsetPrefix, mcpfront.NewToolsets(mo.Gateway, tso))
+	}
 	// Tool names with "/" are routable with plain slashes
 	// (front.SlashNames).
 	mux.Handle(console.Path, con)
@@ -355,7 +363,7 @@ func newServer(opts Options) (*server, error) {
 		AllowedHosts: opts.AllowedHosts, AllowedOrigins: opts.AllowedOrigins,
 		ReadTimeout: opts.ReadTimeout, FormPaths: []string{console.Path},
 		Refuse: func(w http.ResponseWriter, r *http.Request, err *utcp.Error) {
-			if r.URL.Path == mcpfront.Path {
+			if r.URL.Path == mcpfront.Path || strings.HasPrefix(r.URL.Path, mcpfront.ToolsetPrefix) {
 				mcpfront.Refuse(w, err)
 				return
 			}

@@ -287,6 +287,12 @@ func (d *Daemon) Run(ctx context.Context) error {
 		return err
 	}
 	d.g = g
+	// Toolsets: the config file's, and the admin API's in the store
+	// (restored in start, once the store is reachable).
+	tstore, _ := d.store.(gateway.ToolsetStore)
+	if err := g.SetToolsets(s.Toolsets, tstore); err != nil {
+		return &UsageError{Err: err}
+	}
 	defer func() {
 		if err := g.Close(); err != nil {
 			log.Error("closing the transports", "err", err)
@@ -451,6 +457,9 @@ func (d *Daemon) start(ctx context.Context) {
 	if ctx.Err() != nil {
 		return
 	}
+	if err := d.g.RestoreToolsets(ctx); err != nil {
+		log.Error("restoring stored toolsets", "err", err)
+	}
 	d.startErr.Store("starting: registering configuration and folder manuals")
 
 	d.reloadMu.Lock()
@@ -537,6 +546,7 @@ func (d *Daemon) reload(ctx context.Context) {
 			d.vars.Store(dc.Vars)
 			d.g.SetVariables(dc.Vars)
 			d.reloadGuards(dc, gs)
+			d.reloadToolsets(ctx, gs)
 			d.confSrc.Set(dc.Cfg)
 			st, _ := d.confSrc.Sync(ctx, dc.Vars, true)
 			log.Info("configuration reloaded", "config", dc.Path, "added", st.Added, "replaced", st.Replaced,

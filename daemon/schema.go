@@ -848,6 +848,8 @@ func (b *schemaBuilder) settingSchema(f reflect.StructField, key string) obj {
 		return mcpSectionSchema()
 	case reflect.TypeFor[[]ratelimit.Rule]():
 		return rateLimitsSchema()
+	case reflect.TypeFor[Toolsets]():
+		return toolsetsSchema()
 	}
 	switch f.Type.Kind() {
 	case reflect.String:
@@ -991,6 +993,46 @@ func rateLimitsSchema() obj {
 	}}
 }
 
+// toolsetsSchema is the schema of the toolsets object (Toolsets, read by
+// readToolsets: name → toolset, every toolset key optional, unknown keys
+// are errors; gateway.ValidateToolset checks the rest).
+func toolsetsSchema() obj {
+	names := obj{"type": "array", "items": obj{"type": "string", "minLength": 1}}
+	byTool := func(v obj, what string) obj {
+		return obj{"type": "object", "additionalProperties": v,
+			"description": what + ", keyed by a member's real qualified name (manual.tool)."}
+	}
+	hint := func(d string) obj { return obj{"type": "boolean", "description": d} }
+	toolset := obj{"type": "object", "additionalProperties": false, "properties": obj{
+		"include": withDescription(names, "Globs of qualified tool names in the toolset (\"*\" any run of characters, \"?\" one); tools registered later join when they match."),
+		"exclude": withDescription(names, "Globs of qualified tool names left out, even when included or tagged."),
+		"tags":    withDescription(names, "Tools carrying any of these tags are in the toolset too."),
+		"rename": byTool(obj{"type": "string", "pattern": `^[A-Za-z0-9_.-]{1,128}$`},
+			"The names the toolset lists members under (distinct inside the toolset)"),
+		"description": byTool(obj{"type": "string"}, "Descriptions that replace the members' own"),
+		"hidden": byTool(obj{"type": "object"},
+			"Fixed arguments (name → value): removed from the listed schema, always sent, refused with invalid_arguments when a caller gives one"),
+		"annotations": obj{"type": "object", "additionalProperties": false, "description": "Default MCP annotations of every member (a hint the tool's MCP server set wins).",
+			"properties": obj{"title": obj{"type": "string", "description": "A human-readable title."},
+				"readOnlyHint": hint("The tool does not modify its environment."), "destructiveHint": hint("The tool may perform destructive updates."),
+				"idempotentHint": hint("Calling it again with the same arguments has no further effect."),
+				"openWorldHint":  hint("The tool interacts with an open world of external entities.")}},
+		"discovery": obj{"type": "string", "enum": []any{"search"},
+			"description": "\"search\": list the meta-tools search_tools, describe_tool and call_tool instead of the members (progressive discovery)."},
+	}}
+	return obj{"type": "object", "additionalProperties": toolset,
+		"propertyNames": obj{"pattern": `^[A-Za-z0-9_-]{1,64}$`}}
+}
+
+// withDescription returns a copy of s with description d.
+func withDescription(s obj, d string) obj {
+	out := obj{"description": d}
+	for k, v := range s {
+		out[k] = v
+	}
+	return out
+}
+
 // jsonDefault renders a default value: durations as Go duration strings
 // without zero units ("5m", not "5m0s").
 func jsonDefault(v reflect.Value) any {
@@ -1056,6 +1098,7 @@ var gatewayDocs = map[string]string{
 	"store_resync_interval": "How often a replica re-reads the whole shared store (besides its change notifications).",
 	"store_max_conns":       "The most connections to the shared store.",
 	"public_url":            "The address clients reach the gateway at (scheme, host, optional path prefix), used in the call templates of the UTCP manual at GET /utcp.",
+	"toolsets":              "Toolsets, each a virtual server at /mcp/{name} and /v1/toolsets/{name}/...: a chosen part of the tools, with renames, descriptions, fixed (hidden) arguments and annotations (docs/mcp.md). Read-only over the admin API; they win over a toolset of the same name created there. Unknown keys inside a toolset are errors (a typo must not widen it).",
 	"mcp":                   "The MCP front /mcp: codemode.run and native names (docs/mcp.md); every key optional. Unknown keys are errors.",
 	"codemode":              "CodeMode's limits (docs/codemode.md); every key optional. Unknown keys are errors.",
 	"allowed_hosts":         "Host names every route accepts in the Host header besides loopback names, IP literals, the listen host and public_url's host (\"*.example.com\" for subdomains).",

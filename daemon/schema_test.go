@@ -644,6 +644,9 @@ func TestGatewaySchemaAgrees(t *testing.T) {
 		reflect.TypeFor[codemode.Options](): {`{"max_timeout": "1m", "enabled": false, "max_tool_calls": 10}`, `{}`},
 		reflect.TypeFor[MCPSection]():       {`{"codemode": true, "native_names": ["m.s"]}`, `{}`, `{"input_timeout": "90s", "max_input_calls": 3}`},
 		reflect.TypeFor[[]ratelimit.Rule](): {`[]`, `[{"rate": "5/s"}]`, `[{"max_concurrent": 2}, {"name": "ci", "principal": "ci-bot", "tools": "github.*", "manuals": "g*", "rate": " 100 / m", "burst": 10, "max_concurrent": 4}, {"rate": "20/10s"}, {"rate": "3/1m30s"}]`},
+		reflect.TypeFor[Toolsets](): {`{}`, `{"mini": {"include": ["demo.add"], "rename": {"demo.add": "plus"}}}`,
+			`{"gh": {"include": ["github.*"], "exclude": ["github.admin*"], "tags": ["read"], "hidden": {"github.repos/list": {"owner": "acme"}},
+			  "description": {"github.repos/list": "List acme's repositories."}, "annotations": {"readOnlyHint": true}, "discovery": "search"}}`},
 	}
 	bad := map[reflect.Type][]string{
 		reflect.TypeFor[string]():           {`5`, `["x"]`, `{}`},
@@ -656,6 +659,9 @@ func TestGatewaySchemaAgrees(t *testing.T) {
 		reflect.TypeFor[MCPSection]():       {`5`, `{"codmode": true}`, `{"codemode": "yes"}`, `{"native_names": ["nodot"]}`, `{"max_input_calls": 0}`, `{"input_timeout": "soon"}`},
 		reflect.TypeFor[[]ratelimit.Rule](): {`{"rate": "5/s"}`, `[{"tools": "x"}]`, `[{"rate": "5/d"}]`, `[{"rate": "0/s"}]`, `[{"rate": "5/s", "burts": 1}]`,
 			`[{"rate": "5/s", "burst": "ten"}]`, `[{"max_concurrent": 1, "burst": 1}]`, `[{"max_concurrent": -1}]`, `[{"rate": "5/s", "name": "a b"}]`, `[5]`},
+		reflect.TypeFor[Toolsets](): {`5`, `["mini"]`, `{"mini": {"includ": ["a"]}}`, `{"bad name": {"include": ["a"]}}`,
+			`{"mini": {"include": "a"}}`, `{"mini": {"include": ["a"], "discovery": "list"}}`,
+			`{"mini": {"include": ["a"], "rename": {"a": "no spaces"}}}`, `{"mini": {"include": ["a"], "annotations": {"readOnly": true}}}`},
 	}
 	overrides := map[string]struct{ good, bad []string }{
 		"log_format":      {[]string{`"text"`, `"json"`}, []string{`"xml"`, `"JSON "`}},

@@ -28,8 +28,8 @@ import (
 
 // ReloadableKeys are the keys of the gateway section that apply again on
 // SIGHUP: the Settings fields tagged gateway:"reload" (guards,
-// bypass_tools, guard_timeout). review_timeout and audit_retention are
-// read at start only.
+// bypass_tools, guard_timeout, toolsets). review_timeout and
+// audit_retention are read at start only.
 var ReloadableKeys = sectionKeys(reflect.TypeFor[Settings](), "reload")
 
 // ApplyGateway overlays the gateway section of cfg (loaded from the file
@@ -275,6 +275,15 @@ func readSection(dst reflect.Value, obj map[string]json.RawMessage, keys []strin
 				continue
 			}
 			dst.FieldByIndex(f.Index).Set(reflect.ValueOf(m))
+			continue
+		}
+		if f.Type == reflect.TypeFor[Toolsets]() {
+			ts, msg := readToolsets(v)
+			if msg != "" {
+				out = append(out, finding{key, msg})
+				continue
+			}
+			dst.FieldByIndex(f.Index).Set(reflect.ValueOf(ts))
 			continue
 		}
 		if name, ok := tagOption(f, "keys"); ok {

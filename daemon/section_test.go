@@ -31,6 +31,7 @@ func TestEveryGatewayKeyReads(t *testing.T) {
 		reflect.TypeFor[codemode.Options](): `{"max_timeout": "1m", "enabled": false}`,
 		reflect.TypeFor[MCPSection]():       `{"codemode": true, "native_names": ["m.srv"]}`,
 		reflect.TypeFor[[]ratelimit.Rule](): `[{"tools": "github.*", "rate": "100/m", "burst": 10, "max_concurrent": 4}]`,
+		reflect.TypeFor[Toolsets]():         `{"mini": {"include": ["demo.add"], "rename": {"demo.add": "plus"}}}`,
 	}
 	keys := 0
 	for _, f := range reflect.VisibleFields(reflect.TypeFor[Settings]()) {
@@ -81,9 +82,10 @@ func TestEveryGatewayKeyReads(t *testing.T) {
 	}
 }
 
-// TestReloadableKeys: the keys tagged reload are the guard chain's.
+// TestReloadableKeys: the keys tagged reload are the guard chain's and
+// the toolsets.
 func TestReloadableKeys(t *testing.T) {
-	if diff := cmp.Diff([]string{"guards", "bypass_tools", "guard_timeout"}, ReloadableKeys); diff != "" {
+	if diff := cmp.Diff([]string{"guards", "bypass_tools", "guard_timeout", "toolsets"}, ReloadableKeys); diff != "" {
 		t.Errorf("ReloadableKeys (-want +got):\n%s", diff)
 	}
 	// ApplyReloadable reads those and nothing else.

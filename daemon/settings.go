@@ -94,6 +94,11 @@ type Settings struct {
 	// MCP configures the /mcp front (gateway.mcp, read as MCPSection).
 	MCP MCPSection `json:"mcp"`
 
+	// Toolsets are the config file's toolsets (gateway.toolsets, read as
+	// Toolsets): virtual servers at /mcp/{name} and /v1/toolsets/{name}/.
+	// They apply again on SIGHUP.
+	Toolsets Toolsets `json:"toolsets" gateway:"reload"`
+
 	// Discovery limits (gateway.max_tools_per_manual,
 	// gateway.max_manual_bytes); 0 keeps the gateway's defaults (20,000
 	// tools, 16 MiB).

@@ -61,6 +61,9 @@ type CallOptions struct {
 	// once approved (the outcome is kept with the review). Streaming
 	// calls always wait.
 	NoWait bool
+	// Toolset names the toolset the call came through (Toolset.CallTool
+	// sets it), for the audit record; "" for none.
+	Toolset string
 
 	// approved is the review the daemon dispatches (DispatchApproved).
 	approved *review.Review
@@ -105,7 +108,7 @@ func (g *Gateway) CallTool(ctx context.Context, name string, args map[string]any
 // call is CallTool, also reporting whether the call reached its
 // transport.
 func (g *Gateway) call(ctx context.Context, name string, args map[string]any, opts CallOptions) (*utcp.Result, bool, error) {
-	rec := CallRecord{Tool: name, Principal: opts.Principal, Front: opts.Front}
+	rec := CallRecord{Tool: name, Principal: opts.Principal, Front: opts.Front, Toolset: opts.Toolset}
 	if g.recording() {
 		rec.Start = time.Now()
 	}
@@ -221,7 +224,7 @@ func (g *Gateway) callContext(ctx context.Context, rec *CallRecord, opts CallOpt
 // stream yields its single result as one event. The same checks as
 // CallTool run before dispatch. Close the stream when done.
 func (g *Gateway) CallToolStreaming(ctx context.Context, name string, args map[string]any, opts CallOptions) (transports.Stream, error) {
-	rec := &CallRecord{Tool: name, Principal: opts.Principal, Stream: true, Front: opts.Front}
+	rec := &CallRecord{Tool: name, Principal: opts.Principal, Stream: true, Front: opts.Front, Toolset: opts.Toolset}
 	if g.recording() {
 		rec.Start = time.Now()
 	}
@@ -407,7 +410,7 @@ func auditRecord(rec *CallRecord) audit.Record {
 		Time: rec.Start, Front: rec.Front, Principal: rec.Principal,
 		Tool: rec.Tool, Qualified: rec.Qualified, Protocol: rec.Protocol,
 		Decision: string(rec.Verdict.Decision), Guard: rec.Verdict.Guard, Reason: rec.Verdict.Reason,
-		Dispatched: rec.Dispatched, Outcome: "ok", Duration: rec.Duration, ReviewID: rec.ReviewID, Stream: rec.Stream, Kind: rec.Kind,
+		Dispatched: rec.Dispatched, Outcome: "ok", Duration: rec.Duration, ReviewID: rec.ReviewID, Stream: rec.Stream, Kind: rec.Kind, Toolset: rec.Toolset,
 		Steps: make([]audit.Step, len(rec.Steps)),
 	}
 	if rec.Code != "" {

@@ -131,6 +131,8 @@ type CallRecord struct {
 	Stream    bool
 	// Front is where the call came in (CallOptions.Front).
 	Front string
+	// Toolset is the toolset the call came through (CallOptions.Toolset).
+	Toolset string
 	// Steps are the guard chain's decisions (recorded when Audit is set).
 	Steps []guard.Step
 	// Dispatched reports that the call reached its tool's transport.
@@ -183,6 +185,7 @@ type Gateway struct {
 	resWatch   resWatchers        // WatchResources's functions (resources.go)
 	followOnce sync.Once          // Restore starts following the store once (follow.go)
 	health     healthTable
+	sets       toolsetTable // toolsets (toolsets.go)
 }
 
 // New returns a Gateway. It fails when opts.Transports is nil.

@@ -381,8 +381,13 @@ func WithScope(ctx context.Context, s *Scope) context.Context {
 }
 
 // ScopeFrom returns the scope WithScope attached to ctx; nil (every tool)
-// when none.
+// when none. An API key with a toolsets list (APIKey.Toolsets) is usable
+// only through those toolsets: outside them its scope allows nothing
+// (toolsets.go).
 func ScopeFrom(ctx context.Context) *Scope {
+	if toolsetOnly(ctx) {
+		return noTools
+	}
 	s, _ := ctx.Value(scopeKey{}).(*Scope)
 	return s
 }
@@ -435,8 +440,10 @@ type APIKey struct {
 	KeyEnv string
 	// Scope decides what the key lists and calls; nil: everything.
 	Scope *Scope
-	// Toolsets names the toolsets the key sees (gateway.toolsets, not
-	// enforced here).
+	// Toolsets, when set, names the only toolsets the key may use: it
+	// reaches no tool outside them (ScopeFrom gives it a scope of
+	// nothing there) and finds every other toolset not_found
+	// (Gateway.ToolsetFor); inside them Scope still applies.
 	Toolsets []string
 	// RateLimit, when set, caps the key's calls; MaxConcurrent, when
 	// positive, its calls in flight. Not enforced here: the daemon makes

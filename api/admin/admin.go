@@ -131,6 +131,7 @@ func (h *Handler) Register(rt *httpx.Router, wrap func(http.Handler) http.Handle
 	handle("POST /admin/reviews/{id}/approve", h.approveReview)
 	handle("POST /admin/reviews/{id}/deny", h.denyReview)
 	handle("GET /admin/audit", h.listAudit)
+	h.registerToolsets(handle)
 }
 
 // RegisterResponse is the answer to a registration, replacement or

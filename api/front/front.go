@@ -60,6 +60,7 @@
 package front
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -78,6 +79,7 @@ import (
 	"github.com/utcpd/utcpd/gateway"
 	"github.com/utcpd/utcpd/guard/review"
 	"github.com/utcpd/utcpd/internal/tracing"
+	"github.com/utcpd/utcpd/transports"
 	"github.com/utcpd/utcpd/utcp"
 )
 
@@ -185,6 +187,7 @@ func (h *Handler) Register(rt *httpx.Router, wrap func(http.Handler) http.Handle
 	handle("POST /v1/tools/{name}/stream", h.stream)
 	handle("GET /v1/reviews/{id}", h.review)
 	h.registerResources(handle)
+	h.registerToolsets(handle)
 }
 
 // Tool is a tool as the front shows it. Inputs and Outputs are JSON
@@ -393,6 +396,17 @@ func quoted(ss []string) []string {
 }
 
 func (h *Handler) call(w http.ResponseWriter, r *http.Request) {
+	h.callWith(w, r, h.g.CallTool)
+}
+
+// callFunc carries one call (gateway.Gateway.CallTool, or a toolset's).
+type callFunc func(ctx context.Context, name string, args map[string]any, opts gateway.CallOptions) (*utcp.Result, error)
+
+// streamFunc carries one streaming call.
+type streamFunc func(ctx context.Context, name string, args map[string]any, opts gateway.CallOptions) (transports.Stream, error)
+
+// callWith serves POST .../{name}/call through callTool.
+func (h *Handler) callWith(w http.ResponseWriter, r *http.Request, callTool callFunc) {
 	wait, err := waitParam(r)
 	if err != nil {
 		h.fail(w, r, err)
@@ -421,7 +435,7 @@ func (h *Handler) call(w http.ResponseWriter, r *http.Request) {
 		ctx, span = startSpan(r, routeCall)
 		defer func() { tracing.End(span, err) }()
 	}
-	res, err := h.g.CallTool(ctx, r.PathValue("name"), args,
+	res, err := callTool(ctx, r.PathValue("name"), args,
 		gateway.CallOptions{Principal: httpx.Principal(r.Context()), Front: FrontName, Timeout: d, NoWait: !wait})
 	if err != nil {
 		var parked *review.ParkedError
@@ -494,6 +508,11 @@ const (
 )
 
 func (h *Handler) stream(w http.ResponseWriter, r *http.Request) {
+	h.streamWith(w, r, h.g.CallToolStreaming)
+}
+
+// streamWith serves POST .../{name}/stream through callStream.
+func (h *Handler) streamWith(w http.ResponseWriter, r *http.Request, callStream streamFunc) {
 	native, err := mcpParam(r)
 	if err != nil {
 		h.fail(w, r, err)
@@ -517,7 +536,7 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request) {
 		ctx, span = startSpan(r, routeStream)
 		defer func() { tracing.End(span, err) }()
 	}
-	st, err := h.g.CallToolStreaming(ctx, r.PathValue("name"), args,
+	st, err := callStream(ctx, r.PathValue("name"), args,
 		gateway.CallOptions{Principal: httpx.Principal(r.Context()), Front: FrontName, Timeout: d})
 	if err != nil && toolError(err) == nil {
 		// Refused or not carried before anything streamed: a plain

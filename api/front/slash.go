@@ -46,9 +46,19 @@ func SlashNames(next http.Handler) http.Handler {
 // description, rewritten for GET and HEAD only: another method on it
 // stays an unknown route (404), as /v1/tools/demo.add/invoke is.
 func slashPath(method, escaped string) (string, bool) {
+	prefix := toolsPrefix
 	rest, ok := strings.CutPrefix(escaped, toolsPrefix)
 	if !ok {
-		return "", false
+		// A toolset's tools: /v1/toolsets/{toolset}/tools/{name...}.
+		ts, ok := strings.CutPrefix(escaped, toolsetsPrefix)
+		if !ok {
+			return "", false
+		}
+		set, after, ok := strings.Cut(ts, "/tools/")
+		if !ok || set == "" || strings.Contains(set, "/") {
+			return "", false
+		}
+		prefix, rest = toolsetsPrefix+set+"/tools/", after
 	}
 	// The common case, a one-segment name and its action
 	// (demo.add/call), without splitting: nothing to rewrite.
@@ -76,7 +86,7 @@ func slashPath(method, escaped string) (string, bool) {
 	if action == "" && method != http.MethodGet && method != http.MethodHead {
 		return "", false
 	}
-	out := toolsPrefix + strings.Join(name, "%2F")
+	out := prefix + strings.Join(name, "%2F")
 	if action != "" {
 		out += "/" + action
 	}

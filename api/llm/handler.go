@@ -207,6 +207,16 @@ func (h *Handler) export(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	tools, all := selectTools(r.Context(), h.g, q)
+	if name := v.Get("toolset"); name != "" {
+		// A toolset's export: what it lists, named as it lists them
+		// (execute them with ?toolset= on tool_calls).
+		ts, err := h.g.ToolsetFor(r.Context(), name)
+		if err != nil {
+			httpx.Logged(h.log, w, r, err)
+			return
+		}
+		tools, all = toolsetTools(r.Context(), ts, q)
+	}
 	n, write, err := h.cache.ExportPieces(p, tools, all, q.Options)
 	if err != nil {
 		httpx.Logged(h.log, w, r, httpx.Errorf(utcp.CodeInternal, "exporting the tools: %w", err))
@@ -248,7 +258,17 @@ func (h *Handler) toolCalls(w http.ResponseWriter, r *http.Request) {
 		httpx.Logged(h.log, w, r, err)
 		return
 	}
-	outs := h.Run(r.Context(), req.Calls, httpx.Principal(r.Context()))
+	var outs []Outcome
+	if name := r.URL.Query().Get("toolset"); name != "" {
+		ts, err := h.g.ToolsetFor(r.Context(), name)
+		if err != nil {
+			httpx.Logged(h.log, w, r, err)
+			return
+		}
+		outs = h.run(r.Context(), req.Calls, httpx.Principal(r.Context()), ts.Listed(r.Context()), ts.CallTool, false)
+	} else {
+		outs = h.Run(r.Context(), req.Calls, httpx.Principal(r.Context()))
+	}
 	reply, err := Reply(p, req, outs)
 	if err != nil {
 		httpx.Logged(h.log, w, r, httpx.Errorf(utcp.CodeInternal, "%w", err))
@@ -263,11 +283,21 @@ func (h *Handler) toolCalls(w http.ResponseWriter, r *http.Request) {
 // unusable arguments, and every failure of the call become the call's
 // Outcome.Err.
 func (h *Handler) Run(ctx context.Context, calls []Call, principal string) []Outcome {
+	if len(calls) == 0 {
+		return make([]Outcome, 0)
+	}
+	return h.run(ctx, calls, principal, h.g.ListTools(ctx), h.g.CallTool, h.codemode != nil)
+}
+
+// run is Run over the tools listed (the names map to them) through
+// callTool; codeMode runs codemode.run itself.
+func (h *Handler) run(ctx context.Context, calls []Call, principal string, listed []*utcp.Tool,
+	callTool func(context.Context, string, map[string]any, gateway.CallOptions) (*utcp.Result, error), codeMode bool) []Outcome {
 	outs := make([]Outcome, len(calls))
 	if len(calls) == 0 {
 		return outs
 	}
-	names := h.cache.Names(h.g.ListTools(ctx))
+	names := h.cache.Names(listed)
 	sem := make(chan struct{}, h.parallel)
 	var wg sync.WaitGroup
 	for i, c := range calls {
@@ -283,11 +313,11 @@ func (h *Handler) Run(ctx context.Context, calls []Call, principal string) []Out
 		wg.Go(func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			if q == codemode.ToolName && h.codemode != nil {
+			if q == codemode.ToolName && codeMode {
 				outs[i] = h.runCode(ctx, c.Args, principal)
 				return
 			}
-			res, err := h.g.CallTool(ctx, q, c.Args, gateway.CallOptions{Principal: principal, Front: FrontName, Timeout: h.timeout})
+			res, err := callTool(ctx, q, c.Args, gateway.CallOptions{Principal: principal, Front: FrontName, Timeout: h.timeout})
 			if err != nil {
 				outs[i].Err = err
 				return
@@ -297,6 +327,21 @@ func (h *Handler) Run(ctx context.Context, calls []Call, principal string) []Out
 	}
 	wg.Wait()
 	return outs
+}
+
+// toolsetTools selects the tools of an export query from what the
+// toolset lists (q searches its members), with the toolset's listing as
+// the name mapping.
+func toolsetTools(ctx context.Context, ts *gateway.Toolset, q ExportQuery) (tools, all []*utcp.Tool) {
+	all = ts.Listed(ctx)
+	tools = all
+	if q.Q != "" {
+		tools = ts.SearchTools(ctx, q.Q, q.Limit)
+	}
+	if q.Limit > 0 && len(tools) > q.Limit {
+		tools = tools[:q.Limit]
+	}
+	return tools, all
 }
 
 // runCode runs one codemode.run call; its value is the CodeMode answer

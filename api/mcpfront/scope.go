@@ -50,10 +50,14 @@ func (s *Server) scopeMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		k := keyOf(req.GetExtra())
 		ctx = gateway.WithAPIKey(ctx, k)
-		var sc *gateway.Scope
-		if k != nil {
-			sc = k.Scope
+		if sb, ok := s.backend.(scopedBackend); ok {
+			// A toolset's server: the toolset decides what the key
+			// sees (toolset.go).
+			return s.scopedList(ctx, method, req, next, sb)
 		}
+		// The key's scope, or nothing for a key usable only through its
+		// toolsets (gateway.ScopeFrom).
+		sc := gateway.ScopeFrom(ctx)
 		if sc.All() {
 			return next(ctx, method, req)
 		}
@@ -170,6 +174,16 @@ func unknownPrompt(name string) error {
 
 // inScope reports whether the caller's scope (in ctx) allows def.
 func inScope(ctx context.Context, def *utcp.Tool) bool { return gateway.ScopeFrom(ctx).Allows(def) }
+
+// allowed reports whether the caller in ctx may call def as the backend
+// listed it: the backend decides when it is a scopedBackend, else the
+// caller's scope.
+func (s *Server) allowed(ctx context.Context, def *utcp.Tool) bool {
+	if sb, ok := s.backend.(scopedBackend); ok {
+		return sb.Visible(ctx, def)
+	}
+	return inScope(ctx, def)
+}
 
 // itemInScope reports whether the caller's scope (in ctx) allows the
 // server of it.

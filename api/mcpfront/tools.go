@@ -103,7 +103,7 @@ func (s *Server) addTool(t *mcp.Tool, def *utcp.Tool, check *outputCheck) (err e
 		}
 	}()
 	s.mcp.AddTool(t, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		if !inScope(ctx, def) {
+		if !s.allowed(ctx, def) {
 			return nil, unknownTool(req.Params.Name)
 		}
 		return s.call(ctx, req, def.Name, check)

@@ -260,6 +260,7 @@ func (h *Handler) Register(rt *httpx.Router, wrap func(http.Handler) http.Handle
 	}
 	rt.Handle("GET "+ManualPath, wrap(http.HandlerFunc(h.serveManual)))
 	rt.Handle("POST "+CallPath, wrap(http.HandlerFunc(h.call)))
+	h.registerToolsets(rt, wrap)
 }
 
 func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
@@ -551,7 +552,14 @@ func (h *Handler) info(ctx context.Context, name string) *toolInfo {
 
 func (h *Handler) call(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("tool")
-	ti := h.info(r.Context(), name)
+	h.callWith(w, r, h.info(r.Context(), name), func(args map[string]any, opts gateway.CallOptions) (*utcp.Result, error) {
+		return h.g.CallTool(r.Context(), name, args, opts)
+	})
+}
+
+// callWith serves a call route: the arguments from the query and body by
+// ti, the call through callTool.
+func (h *Handler) callWith(w http.ResponseWriter, r *http.Request, ti *toolInfo, callTool func(map[string]any, gateway.CallOptions) (*utcp.Result, error)) {
 	args, err := decodeArgs(r.URL.Query(), ti.schema)
 	if err != nil {
 		h.fail(w, r, err)
@@ -583,8 +591,7 @@ func (h *Handler) call(w http.ResponseWriter, r *http.Request) {
 		h.tracker.CallStarted()
 		defer h.tracker.CallFinished()
 	}
-	res, err := h.g.CallTool(r.Context(), name, args,
-		gateway.CallOptions{Principal: httpx.Principal(r.Context()), Front: FrontName, Timeout: h.timeout})
+	res, err := callTool(args, gateway.CallOptions{Principal: httpx.Principal(r.Context()), Front: FrontName, Timeout: h.timeout})
 	if err != nil {
 		h.fail(w, r, err)
 		return

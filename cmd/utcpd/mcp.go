@@ -37,6 +37,7 @@ const defaultMCPPoll = 10 * time.Second
 func newMCPCmd() *cobra.Command {
 	var (
 		configPath, connect, apiKey, logLevel string
+		toolset                               string
 		strict, shortNames, codeMode          bool
 		nativeNames                           []string
 		timeout, poll                         time.Duration
@@ -121,7 +122,10 @@ unusable configuration.`,
 				if codeMode {
 					return &exitError{code: exitUsage, err: errors.New("--codemode needs --config: bridged, the daemon's tools are what the front lists")}
 				}
-				opts.Backend = &restBackend{c: c, poll: poll}
+				opts.Backend = &restBackend{c: c, poll: poll, toolset: toolset}
+				if toolset != "" {
+					opts.NativeNames, opts.ShortNames = nil, false
+				}
 			} else {
 				path := configPath
 				if !cmd.Flags().Changed("config") {
@@ -139,6 +143,23 @@ unusable configuration.`,
 				}
 				defer g.Close()
 				opts.Gateway = g
+				if toolset != "" {
+					sets, msg := daemon.ConfigToolsets(cfg)
+					if msg != "" {
+						return &exitError{code: exitUsage, err: fmt.Errorf("gateway.toolsets: %s", msg)}
+					}
+					if err := g.SetToolsets(sets, nil); err != nil {
+						return &exitError{code: exitUsage, err: err}
+					}
+					if _, err := g.Toolset(toolset); err != nil {
+						return &exitError{code: exitUsage, err: fmt.Errorf("--toolset: %w (the configuration's gateway.toolsets has none of that name)", err)}
+					}
+					if codeMode {
+						return &exitError{code: exitUsage, err: errors.New("--codemode and --toolset exclude each other: a toolset lists its own tools")}
+					}
+					opts.Gateway, opts.Backend = nil, mcpfront.ToolsetBackend(g, toolset)
+					opts.NativeNames, opts.ShortNames = nil, false
+				}
 				// In-process and asked for, the front offers CodeMode
 				// (codemode.run); bridged, the daemon's tools are what it lists.
 				if codeMode {
@@ -172,6 +193,7 @@ unusable configuration.`,
 	fl.BoolVar(&shortNames, "short-names", false, "list a tool under its name without the manual prefix while no other tool has that name")
 	fl.StringArrayVar(&nativeNames, "native-names", nil, "list the tools of this MCP server (manual.server) exactly as the server names them (repeatable; colliding names are refused)")
 	fl.BoolVar(&codeMode, "codemode", false, "in-process: also offer codemode.run (CodeMode)")
+	fl.StringVar(&toolset, "toolset", "", "serve only this toolset (gateway.toolsets; bridged, also one created through /admin/toolsets): its tools under their listed names")
 	fl.DurationVar(&timeout, "timeout", mcpfront.DefaultCallTimeout, "deadline of each tool call (a daemon caps it at its max_timeout)")
 	fl.DurationVar(&poll, "poll", defaultMCPPoll, "with --connect: how often the daemon's tools are re-read to notice changes")
 	fl.StringVar(&logLevel, "log-level", "warn", "log level on standard error: debug, info, warn or error")
@@ -188,12 +210,22 @@ func (nopWriteCloser) Close() error { return nil }
 type restBackend struct {
 	c    *client
 	poll time.Duration
+	// toolset, when set, is the toolset served (/v1/toolsets/{toolset}/tools...).
+	toolset string
+}
+
+// toolsPath is where the tools are listed and called.
+func (b *restBackend) toolsPath() string {
+	if b.toolset != "" {
+		return "/v1/toolsets/" + url.PathEscape(b.toolset) + "/tools"
+	}
+	return "/v1/tools"
 }
 
 // Tools reads every tool (GET /v1/tools, page by page), with the
 // metadata of MCP tools (?mcp=true).
 func (b *restBackend) Tools(ctx context.Context) ([]*utcp.Tool, error) {
-	tools, err := remoteTools(ctx, b.c, url.Values{"mcp": {"true"}}, 0)
+	tools, err := remoteToolsAt(ctx, b.c, b.toolsPath(), url.Values{"mcp": {"true"}}, 0)
 	if err != nil {
 		return nil, fromRemote(err)
 	}
@@ -205,7 +237,7 @@ func (b *restBackend) Tools(ctx context.Context) ([]*utcp.Tool, error) {
 // value; an MCP server's own result comes back in MCP.
 func (b *restBackend) CallTool(ctx context.Context, name string, args map[string]any, opts gateway.CallOptions) (*utcp.Result, error) {
 	var out front.CallResponse
-	err := b.c.do(ctx, http.MethodPost, "/v1/tools/"+pathEscape(name)+"/call", nativeQuery(opts.Timeout), front.CallRequest{Arguments: args}, &out)
+	err := b.c.do(ctx, http.MethodPost, b.toolsPath()+"/"+pathEscape(name)+"/call", nativeQuery(opts.Timeout), front.CallRequest{Arguments: args}, &out)
 	if err != nil {
 		return nil, fromRemote(err)
 	}
@@ -236,7 +268,7 @@ func (b *restBackend) CallToolStreaming(ctx context.Context, name string, args m
 	if err != nil {
 		return nil, err
 	}
-	target := strings.TrimRight(b.c.base.String(), "/") + "/v1/tools/" + pathEscape(name) + "/stream"
+	target := strings.TrimRight(b.c.base.String(), "/") + b.toolsPath() + "/" + pathEscape(name) + "/stream"
 	if q := nativeQuery(opts.Timeout).Encode(); q != "" {
 		target += "?" + q
 	}

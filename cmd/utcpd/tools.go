@@ -177,6 +177,12 @@ the tool's auth metadata (never credentials).
 // remoteTools asks the daemon's REST front for the tools q selects, at
 // most limit of them (0: all), following next_cursor from page to page.
 func remoteTools(ctx context.Context, c *client, q url.Values, limit int) ([]*utcp.Tool, error) {
+	return remoteToolsAt(ctx, c, "/v1/tools", q, limit)
+}
+
+// remoteToolsAt is remoteTools from the listing at path (a toolset's:
+// /v1/toolsets/{toolset}/tools).
+func remoteToolsAt(ctx context.Context, c *client, path string, q url.Values, limit int) ([]*utcp.Tool, error) {
 	var out []*utcp.Tool
 	q = maps.Clone(q)
 	for {
@@ -186,7 +192,7 @@ func remoteTools(ctx context.Context, c *client, q url.Values, limit int) ([]*ut
 		}
 		q.Set("limit", strconv.Itoa(page))
 		var list front.ToolList
-		if err := c.do(ctx, http.MethodGet, "/v1/tools", q, nil, &list); err != nil {
+		if err := c.do(ctx, http.MethodGet, path, q, nil, &list); err != nil {
 			return nil, err
 		}
 		for _, t := range list.Tools {
@@ -196,7 +202,7 @@ func remoteTools(ctx context.Context, c *client, q url.Values, limit int) ([]*ut
 			return out, nil
 		}
 		if list.NextCursor == q.Get("cursor") || len(list.Tools) == 0 {
-			return nil, fmt.Errorf("GET /v1/tools: the daemon answered the same cursor again")
+			return nil, fmt.Errorf("GET %s: the daemon answered the same cursor again", path)
 		}
 		q.Set("cursor", list.NextCursor)
 	}

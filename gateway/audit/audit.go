@@ -81,6 +81,9 @@ type Record struct {
 	// definitions, never arguments or secrets.
 	Change string          `json:"change_id,omitempty"`
 	Diff   json.RawMessage `json:"diff,omitempty"`
+	// Toolset names the toolset the call came through ("" when none);
+	// Tool and Qualified are then the real qualified name.
+	Toolset string `json:"toolset,omitempty"`
 }
 
 // Clone returns a copy of r that shares no memory with it.

@@ -128,6 +128,8 @@ type Store struct {
 	known    map[string]int64 // revision of each manual as this Store last knew it
 	watchers map[*watcher]struct{}
 	reviewWs map[*watcher]struct{}
+	// toolsetWs are the WatchToolsets watchers (toolsets.go).
+	toolsetWs map[*watcher]struct{}
 
 	closed    atomic.Bool
 	closeOnce sync.Once
@@ -703,7 +705,7 @@ func (s *Store) connectListener(ctx context.Context) (*pgx.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := conn.Exec(ctx, `LISTEN `+channelManuals+`; LISTEN `+channelReviews); err != nil {
+	if _, err := conn.Exec(ctx, `LISTEN `+channelManuals+`; LISTEN `+channelReviews+`; LISTEN `+channelToolsets); err != nil {
 		_ = conn.Close(context.Background())
 		return nil, err
 	}
@@ -754,6 +756,11 @@ func (s *Store) handle(channel, payload string) {
 		}
 		s.mu.Unlock()
 		s.report(name, registry.ChangeKind(parts[1]))
+	case channelToolsets:
+		// "<instance>"
+		if payload != s.instance {
+			s.reportToolsets()
+		}
 	case channelReviews:
 		// "<instance> <review id>"
 		inst, id, ok := strings.Cut(payload, " ")
@@ -787,6 +794,8 @@ func (s *Store) resyncLoop() {
 // table was read (this Store wrote, or a notification arrived) is left to
 // that newer knowledge.
 func (s *Store) resync(ctx context.Context) {
+	// Toolsets are few: their watchers list them all again.
+	s.reportToolsets()
 	s.mu.Lock()
 	before := make(map[string]int64, len(s.known))
 	for k, v := range s.known {

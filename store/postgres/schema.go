@@ -70,7 +70,15 @@ var migrations = [...][]string{
 		data       bytea NOT NULL
 	)`,
 		`CREATE INDEX pin_changes_manual ON pin_changes (manual, created_at)`},
-	// 5: the rate limit buckets replicas share (ratelimits.go): one row
+	// 5: the toolsets created through the admin API
+	// (gateway.ToolsetStore), as in store/sqlite. Every write notifies
+	// utcpd_toolsets.
+	{`CREATE TABLE toolsets (
+		name       text COLLATE "C" PRIMARY KEY,
+		spec       bytea NOT NULL,
+		updated_at timestamptz NOT NULL DEFAULT now()
+	)`},
+	// 6: the rate limit buckets replicas share (ratelimits.go): one row
 	// per rule, its tokens as of updated_at; granted is the size of the
 	// last lease, for the statement that takes it to return.
 	{`CREATE TABLE rate_buckets (
@@ -83,7 +91,7 @@ var migrations = [...][]string{
 
 // SchemaVersion is the schema version this package writes: the number of
 // migrations it knows.
-const SchemaVersion = 5
+const SchemaVersion = 6
 
 // Both differences must be non-negative: SchemaVersion == len(migrations).
 const _ = uint(SchemaVersion-len(migrations)) + uint(len(migrations)-SchemaVersion)

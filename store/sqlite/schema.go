@@ -72,11 +72,19 @@ var migrations = [...][]string{
 		data       BLOB NOT NULL
 	)`,
 		`CREATE INDEX pin_changes_manual ON pin_changes (manual, created_at)`},
+	// 5: the toolsets created through the admin API
+	// (gateway.ToolsetStore). spec is the toolset's JSON; updated_at is
+	// when the row was last written, in Unix nanoseconds.
+	{`CREATE TABLE toolsets (
+		name       TEXT PRIMARY KEY,
+		spec       BLOB NOT NULL,
+		updated_at INTEGER NOT NULL
+	)`},
 }
 
 // SchemaVersion is the schema version this package writes: the number of
 // migrations it knows.
-const SchemaVersion = 4
+const SchemaVersion = 5
 
 // Both differences must be non-negative: SchemaVersion == len(migrations).
 const _ = uint(SchemaVersion-len(migrations)) + uint(len(migrations)-SchemaVersion)
