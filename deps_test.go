@@ -77,6 +77,9 @@ var allowed = []struct {
 	{"internal/e2e/docs", nil},       // tests only: the docs' commands and /openapi.json
 	{"internal/mcpconformance", nil}, // tests only
 	{"internal/loadgen", nil},
+	// make bench-compare: builds and drives the daemon from outside, as a
+	// user's load generator would.
+	{"internal/benchcompare", []string{"internal/loadgen"}},
 	{"internal/protogen", nil},
 	{"internal/schematest", nil},
 

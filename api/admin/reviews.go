@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/utcpd/utcpd/api/httpx"
-	"github.com/utcpd/utcpd/guard"
 	"github.com/utcpd/utcpd/guard/review"
 	"github.com/utcpd/utcpd/utcp"
 )
@@ -71,14 +70,11 @@ type DecisionRequest struct {
 
 func summary(r *review.Review, now time.Time) ReviewSummary {
 	out := ReviewSummary{
-		ID: r.ID, Tool: r.Tool, Qualified: r.Qualified, Kind: r.Kind, Arguments: json.RawMessage("{}"), Guard: r.Guard, Reasons: r.Reasons,
+		ID: r.ID, Tool: r.Tool, Qualified: r.Qualified, Kind: r.Action(), Arguments: json.RawMessage("{}"), Guard: r.Guard, Reasons: r.Reasons,
 		Principal: r.Principal, Front: r.Front, Status: r.Status, Created: r.Created,
 		AgeSeconds: now.Sub(r.Created).Round(time.Millisecond).Seconds(), Expires: r.Expires,
 		Decided: r.Decided, DecidedBy: r.DecidedBy, Note: r.Note, Dispatcher: r.Dispatcher, Dispatched: r.Dispatched,
 		Outcome: r.Outcome, Message: r.Message, Prior: r.Prior, Next: r.Next,
-	}
-	if out.Kind == "" {
-		out.Kind = guard.ActionTool
 	}
 	if len(r.Arguments) > 0 {
 		out.Arguments = utcp.Redact(r.Arguments)

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/utcpd/utcpd/api/httpx"
-	"github.com/utcpd/utcpd/guard"
 	"github.com/utcpd/utcpd/guard/review"
 	"github.com/utcpd/utcpd/utcp"
 )
@@ -120,10 +119,7 @@ func (h *Handler) review(w http.ResponseWriter, r *http.Request) {
 }
 
 func reviewStatus(rv *review.Review) ReviewStatus {
-	kind := rv.Kind
-	if kind == "" {
-		kind = guard.ActionTool
-	}
+	kind := rv.Action()
 	out := ReviewStatus{
 		ID: rv.ID, Tool: rv.Tool, Kind: kind, Status: rv.Status, Reasons: rv.Reasons, Created: rv.Created, Expires: rv.Expires,
 		Decided: rv.Decided, Note: rv.Note, Done: rv.Status.Final(), Dispatched: rv.Dispatched, Next: rv.Next,

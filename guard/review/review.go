@@ -276,3 +276,13 @@ func Check(r *Review) error {
 	}
 	return utcp.NewError(utcp.CodeInvalidRequest, "review %s: unknown status %q", r.ID, r.Status)
 }
+
+// Action is the review's kind as shown to people: Kind, or
+// guard.ActionTool when Kind is "" (reviews stored before kinds existed
+// are tool calls).
+func (r *Review) Action() string {
+	if r.Kind == "" {
+		return guard.ActionTool
+	}
+	return r.Kind
+}
