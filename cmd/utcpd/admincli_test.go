@@ -339,7 +339,7 @@ func TestVersionAndHelp(t *testing.T) {
 	if n := strings.Count(out, "\n"); n > 60 {
 		t.Errorf("serve --help has %d lines, want at most 60", n)
 	}
-	for _, want := range []string{"docs/cli.md", "Usage:\n  utcpd serve [flags]", "Listener and access:\n", "Manuals and storage:\n", "Limits and timeouts:\n", "Logging:\n", "--listen", "--store", "--help"} {
+	for _, want := range []string{"docs/cli.md", "Usage:\n  utcpd serve [flags]", "Listener and access:\n", "Manuals and storage:\n", "Limits and timeouts:\n", "Logging and profiling:\n", "--listen", "--store", "--help"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("serve --help lacks %q:\n%s", want, out)
 		}

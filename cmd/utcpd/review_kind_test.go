@@ -82,13 +82,35 @@ func TestReviewResourceKind(t *testing.T) {
 		res *mcp.ReadResourceResult
 		err error
 	}
+	// The backend's resources join the front's lists once the daemon has
+	// listed them from the server, which may be just after ready.
+	eventually(t, 15*time.Second, "the backend's resource listed on /mcp", func() bool {
+		res, err := c.s.ListResources(t.Context(), nil)
+		if err != nil {
+			return false
+		}
+		for _, r := range res.Resources {
+			if r.URI == text {
+				return true
+			}
+		}
+		return false
+	})
 	ch := make(chan readAnswer, 1)
 	go func() {
 		res, err := c.s.ReadResource(t.Context(), &mcp.ReadResourceParams{URI: text})
 		ch <- readAnswer{res, err}
 	}()
 	var list []map[string]any
-	eventually(t, 15*time.Second, "a pending review of the MCP read", func() bool { list = pending(d); return len(list) == 1 })
+	eventually(t, 15*time.Second, "a pending review of the MCP read", func() bool {
+		select {
+		case a := <-ch:
+			t.Fatalf("the MCP read ended before any review: %+v %v", a.res, a.err)
+		default:
+		}
+		list = pending(d)
+		return len(list) == 1
+	})
 	if list[0]["kind"] != "resource" || list[0]["tool"] != text || list[0]["front"] != "mcp" {
 		t.Errorf("the MCP read's review: %v", list[0])
 	}

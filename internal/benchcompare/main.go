@@ -235,8 +235,14 @@ func run(ctx context.Context, o options) error {
 		smp.pids[d.name] = dm.cmd.Process.Pid
 	}
 	sctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	go smp.loop(sctx)
+	sampled := make(chan struct{})
+	stopSampling := func() { cancel(); <-sampled }
+	go func() { defer close(sampled); smp.loop(sctx) }()
+	defer func() {
+		if sctx.Err() == nil {
+			stopSampling()
+		}
+	}()
 
 	fmt.Fprintf(o.out, "utcpd built from %s; %d round(s) of %v per target; load generator %s\n",
 		root, o.rounds, o.duration, map[bool]string{true: "hey", false: "internal/loadgen"}[hey != ""])
@@ -258,6 +264,7 @@ func run(ctx context.Context, o options) error {
 		}
 		printMCP(o.out, res)
 	}
+	stopSampling() // the sampler's goroutine has ended: its fields are ours to read
 	smp.sample()
 	fmt.Fprintln(o.out)
 	fmt.Fprintln(o.out, "| daemon | part | peak RSS |")
