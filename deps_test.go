@@ -46,9 +46,9 @@ var allowed = []struct {
 		"internal/jsonx", "internal/eventstream", "internal/tracing"}},
 
 	{"guard/holguard", []string{"guard/...", "utcp", "internal/shellword"}},
-	{"guard/...", []string{"guard/...", "utcp", "internal/tracing"}},
+	{"guard/...", []string{"guard/...", "utcp", "internal/tracing", "internal/glob"}},
 	{"gateway/...", []string{"gateway/...", "guard", "guard/review", "registry", "manuals", "transports", "transports/oauth2", "utcp",
-		"internal/netguard", "internal/tracing"}},
+		"internal/netguard", "internal/tracing", "internal/glob"}},
 	{"api/...", []string{"api/...", "gateway/...", "guard/review", "registry", "transports", "utcp", "internal/jsonx", "internal/tracing"}},
 	{"store/...", []string{"store/...", "gateway/audit", "guard/review", "registry", "utcp"}},
 	// The demo servers speak each protocol for the conformance suite
@@ -59,6 +59,9 @@ var allowed = []struct {
 
 	{"internal/netguard", []string{"utcp"}},
 	{"internal/jsonx", nil},
+	// The one name-pattern syntax and matcher (policy rules, key scopes,
+	// toolsets, rate limits).
+	{"internal/glob", nil},
 	// The text/event-stream reader: transports read with it, and so do the
 	// REST front's benchmarks, which is why it is not transports/internal.
 	{"internal/eventstream", []string{"transports"}},

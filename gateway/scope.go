@@ -13,6 +13,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/utcpd/utcpd/internal/glob"
 	"github.com/utcpd/utcpd/registry"
 	"github.com/utcpd/utcpd/utcp"
 )
@@ -45,8 +46,8 @@ import (
 // them (they carry no tags).
 type Scope struct {
 	tools   []string // as written, for String and the config echo
-	include []glob
-	exclude []glob
+	include []glob.Glob
+	exclude []glob.Glob
 	manuals []string
 	tags    []string // lowercased
 	also    []*Scope // Narrow: every one of them must allow too
@@ -65,9 +66,9 @@ func NewScope(tools, manuals, tags []string) (*Scope, error) {
 			return nil, fmt.Errorf("tools[%d] %q: %w", i, p, err)
 		}
 		if excl {
-			s.exclude = append(s.exclude, compileGlob(pat))
+			s.exclude = append(s.exclude, glob.Compile(pat))
 		} else {
-			s.include = append(s.include, compileGlob(pat))
+			s.include = append(s.include, glob.Compile(pat))
 		}
 	}
 	for i, m := range manuals {
@@ -190,7 +191,7 @@ func (s *Scope) AllowsServer(manual, server string) bool {
 
 func (s *Scope) allowsName(name string) bool {
 	for _, g := range s.exclude {
-		if g.match(name) {
+		if g.Match(name) {
 			return false
 		}
 	}
@@ -198,7 +199,7 @@ func (s *Scope) allowsName(name string) bool {
 		return true
 	}
 	for _, g := range s.include {
-		if g.match(name) {
+		if g.Match(name) {
 			return true
 		}
 	}
@@ -227,7 +228,7 @@ func (s *Scope) MayAllowManual(manual string) bool {
 	}
 	prefix := manual + "."
 	for _, g := range s.exclude {
-		if g.kind == globAny || g.kind == globPrefix && strings.HasPrefix(prefix, g.lit) {
+		if g.Covers(prefix) {
 			return false
 		}
 	}
@@ -235,7 +236,7 @@ func (s *Scope) MayAllowManual(manual string) bool {
 		return true
 	}
 	for _, g := range s.include {
-		if lp := g.literalPrefix(); strings.HasPrefix(prefix, lp) || strings.HasPrefix(lp, prefix) {
+		if lp := g.Prefix(); strings.HasPrefix(prefix, lp) || strings.HasPrefix(lp, prefix) {
 			return true
 		}
 	}
@@ -272,103 +273,6 @@ func (s *Scope) String() string {
 		}
 	}
 	return strings.Join(parts, "; ")
-}
-
-// glob is a compiled pattern ("*": any run of characters, "?": one
-// character), with fast paths for the usual shapes; the same syntax and
-// matching as the policy guard's globs.
-type glob struct {
-	pattern string
-	kind    globKind
-	lit     string // globExact, globPrefix: the literal; globSuffix: the suffix
-}
-
-type globKind uint8
-
-const (
-	globExact   globKind = iota // no wildcards
-	globPrefix                  // literal then one trailing '*'
-	globSuffix                  // one leading '*' then a literal
-	globAny                     // only '*'s
-	globGeneral                 // anything else
-)
-
-func compileGlob(pattern string) glob {
-	g := glob{pattern: pattern, kind: globGeneral}
-	stars, qs := strings.Count(pattern, "*"), strings.Count(pattern, "?")
-	switch {
-	case stars == 0 && qs == 0:
-		g.kind, g.lit = globExact, pattern
-	case qs == 0 && stars == len(pattern):
-		g.kind = globAny
-	case qs == 0 && stars == 1 && strings.HasSuffix(pattern, "*"):
-		g.kind, g.lit = globPrefix, pattern[:len(pattern)-1]
-	case qs == 0 && stars == 1 && strings.HasPrefix(pattern, "*"):
-		g.kind, g.lit = globSuffix, pattern[1:]
-	}
-	return g
-}
-
-// match reports whether name matches g.
-func (g glob) match(name string) bool {
-	switch g.kind {
-	case globExact:
-		return name == g.lit
-	case globAny:
-		return true
-	case globPrefix:
-		return strings.HasPrefix(name, g.lit)
-	case globSuffix:
-		return strings.HasSuffix(name, g.lit)
-	}
-	return globMatch(g.pattern, name)
-}
-
-// literalPrefix is what every name g matches starts with.
-func (g glob) literalPrefix() string {
-	if i := strings.IndexAny(g.pattern, "*?"); i >= 0 {
-		return g.pattern[:i]
-	}
-	return g.pattern
-}
-
-// globMatch reports whether the glob p ("*": any run, "?": one
-// character) matches all of s: the single-backtrack algorithm, on a
-// mismatch the last '*' absorbs one more character; no allocation.
-func globMatch(p, s string) bool {
-	pi, si := 0, 0
-	starP, starS := -1, 0
-	for si < len(s) {
-		if pi < len(p) {
-			switch p[pi] {
-			case '*':
-				starP, starS = pi, si
-				pi++
-				continue
-			case '?':
-				_, n := utf8.DecodeRuneInString(s[si:])
-				pi++
-				si += n
-				continue
-			default:
-				if p[pi] == s[si] {
-					pi++
-					si++
-					continue
-				}
-			}
-		}
-		if starP < 0 {
-			return false
-		}
-		_, n := utf8.DecodeRuneInString(s[starS:])
-		starS += n
-		pi, si = starP+1, starS
-	}
-	for pi < len(p) && p[pi] == '*' {
-		pi++
-	}
-	return pi == len(p)
 }
 
 type scopeKey struct{}

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/utcpd/utcpd/internal/glob"
 	"github.com/utcpd/utcpd/utcp"
 )
 
@@ -26,7 +27,7 @@ func TestNamedKeyGlob(t *testing.T) {
 		{"é.*", "é.x", true},
 		{"?", "é", true},
 	} {
-		if got := globMatch(c.p, c.name); got != c.want {
+		if got := glob.Compile(c.p).Match(c.name); got != c.want {
 			t.Errorf("%q ~ %q: %v, want %v", c.p, c.name, got, c.want)
 		}
 	}

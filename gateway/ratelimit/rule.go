@@ -26,6 +26,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/utcpd/utcpd/internal/glob"
 	"github.com/utcpd/utcpd/utcp"
 )
 
@@ -220,31 +221,9 @@ func (r Rule) burst() float64 {
 func Share(burst float64) float64 { return math.Max(1, math.Ceil(burst/8)) }
 
 // match reports whether the glob pattern p matches s ("" matches
-// everything; '*' any run, '?' one byte).
+// everything; otherwise internal/glob: '*' any run, '?' one character).
+// The limiter caches its matches per call site, so compiling here is not
+// on the hot path.
 func match(p, s string) bool {
-	if p == "" || p == "*" {
-		return true
-	}
-	// Iterative wildcard matching with backtracking to the last '*'.
-	pi, si, star, mark := 0, 0, -1, 0
-	for si < len(s) {
-		switch {
-		case pi < len(p) && (p[pi] == '?' || p[pi] == s[si]):
-			pi++
-			si++
-		case pi < len(p) && p[pi] == '*':
-			star, mark = pi, si
-			pi++
-		case star >= 0:
-			pi = star + 1
-			mark++
-			si = mark
-		default:
-			return false
-		}
-	}
-	for pi < len(p) && p[pi] == '*' {
-		pi++
-	}
-	return pi == len(p)
+	return p == "" || glob.Compile(p).Match(s)
 }
