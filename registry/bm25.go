@@ -202,24 +202,7 @@ func (r *Registry) searchBM25(scope Scope, query string, limit int, tags []strin
 			hit[e] = true
 		}
 	}
-	cmp := func(a, b scored) int {
-		switch {
-		case a.score > b.score:
-			return -1
-		case a.score < b.score:
-			return 1
-		case a.ord < b.ord:
-			return -1
-		case a.ord > b.ord:
-			return 1
-		}
-		return 0
-	}
-	if limit > 0 && len(hits) > limit {
-		hits = topK(hits, limit, cmp)
-	} else {
-		slices.SortFunc(hits, cmp)
-	}
+	hits = rank(hits, limit)
 	want := r.ntools
 	if limit > 0 {
 		want = min(want, limit)

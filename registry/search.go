@@ -167,24 +167,7 @@ func (r *Registry) SearchIn(scope Scope, query string, limit int, tags []string)
 			hits = append(hits, scored{e: e, score: sc, ord: e.order()})
 		}
 	}
-	cmp := func(a, b scored) int {
-		switch {
-		case a.score > b.score:
-			return -1
-		case a.score < b.score:
-			return 1
-		case a.ord < b.ord:
-			return -1
-		case a.ord > b.ord:
-			return 1
-		}
-		return 0
-	}
-	if limit > 0 && len(hits) > limit {
-		hits = topK(hits, limit, cmp)
-	} else {
-		slices.SortFunc(hits, cmp)
-	}
+	hits = rank(hits, limit)
 	s.hits = hits
 
 	n := r.ntools
@@ -371,4 +354,29 @@ func (r *Registry) putScratch(s *scratch) {
 	clear(s.hits[:cap(s.hits)])
 	s.hits = s.hits[:0]
 	r.scratch.Put(s)
+}
+
+// byScore orders hits best first: higher score, then registration order.
+func byScore(a, b scored) int {
+	switch {
+	case a.score > b.score:
+		return -1
+	case a.score < b.score:
+		return 1
+	case a.ord < b.ord:
+		return -1
+	case a.ord > b.ord:
+		return 1
+	}
+	return 0
+}
+
+// rank returns hits ordered by byScore, only the best limit of them when
+// limit > 0 (a partial selection, not a full sort).
+func rank(hits []scored, limit int) []scored {
+	if limit > 0 && len(hits) > limit {
+		return topK(hits, limit, byScore)
+	}
+	slices.SortFunc(hits, byScore)
+	return hits
 }
