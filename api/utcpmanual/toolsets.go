@@ -41,26 +41,10 @@ func (h *Handler) serveToolsetManual(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
-	var auth *apiKeyAuth
-	if h.auth {
-		auth = &apiKeyAuth{Type: "api_key", APIKey: "Bearer ${" + APIKeyVariable + "}", VarName: "Authorization", Location: "header"}
-	}
 	tools := ts.Listed(r.Context())
 	list := make([]manualTool, 0, len(tools))
 	for _, t := range tools {
-		tags := t.Tags
-		if tags == nil {
-			tags = []string{}
-		}
-		list = append(list, manualTool{
-			Name: t.Name, Description: t.Description, Tags: tags,
-			Inputs: clientSchema(t.Inputs), Outputs: clientSchema(t.Outputs),
-			AverageResponseSize: t.AverageResponseSize,
-			ToolCallTemplate: callTemplate{
-				Type: "http", URL: base + "/utcp/" + escapeSegment(ts.Name()) + "/call/" + escapeSegment(t.Name), Method: http.MethodPost,
-				ContentType: "application/json", BodyField: BodyField(t.Inputs), Headers: jsonHeaders, Auth: auth,
-			},
-		})
+		list = append(list, h.manualTool(t, base+"/utcp/"+escapeSegment(ts.Name())+"/call/"+escapeSegment(t.Name)))
 	}
 	body, err := json.Marshal(list)
 	if err != nil {

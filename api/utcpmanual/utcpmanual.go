@@ -482,27 +482,33 @@ func (c *countWriter) Write(p []byte) (int, error) {
 func (h *Handler) toolList() ([]manualTool, []*utcp.Tool) {
 	tools := h.g.ListTools(context.Background())
 	slices.SortFunc(tools, func(a, b *utcp.Tool) int { return strings.Compare(a.Name, b.Name) })
+	list := make([]manualTool, 0, len(tools))
+	for _, t := range tools {
+		list = append(list, h.manualTool(t, "/utcp/call/"+escapeSegment(t.Name)))
+	}
+	return list, tools
+}
+
+// manualTool is t as the manual lists it, called over HTTP POST at url
+// (the API key header in its template when keys guard the front).
+func (h *Handler) manualTool(t *utcp.Tool, url string) manualTool {
 	var auth *apiKeyAuth
 	if h.auth {
 		auth = &apiKeyAuth{Type: "api_key", APIKey: "Bearer ${" + APIKeyVariable + "}", VarName: "Authorization", Location: "header"}
 	}
-	list := make([]manualTool, 0, len(tools))
-	for _, t := range tools {
-		tags := t.Tags
-		if tags == nil {
-			tags = []string{}
-		}
-		list = append(list, manualTool{
-			Name: t.Name, Description: t.Description, Tags: tags,
-			Inputs: clientSchema(t.Inputs), Outputs: clientSchema(t.Outputs),
-			AverageResponseSize: t.AverageResponseSize,
-			ToolCallTemplate: callTemplate{
-				Type: "http", URL: "/utcp/call/" + escapeSegment(t.Name), Method: http.MethodPost,
-				ContentType: "application/json", BodyField: BodyField(t.Inputs), Headers: jsonHeaders, Auth: auth,
-			},
-		})
+	tags := t.Tags
+	if tags == nil {
+		tags = []string{}
 	}
-	return list, tools
+	return manualTool{
+		Name: t.Name, Description: t.Description, Tags: tags,
+		Inputs: clientSchema(t.Inputs), Outputs: clientSchema(t.Outputs),
+		AverageResponseSize: t.AverageResponseSize,
+		ToolCallTemplate: callTemplate{
+			Type: "http", URL: url, Method: http.MethodPost,
+			ContentType: "application/json", BodyField: BodyField(t.Inputs), Headers: jsonHeaders, Auth: auth,
+		},
+	}
 }
 
 // escapeSegment escapes a tool name as one URL path segment, including
