@@ -30,15 +30,6 @@ type measurement struct {
 	rate float64
 }
 
-// meanMicros is the mean time of one call at concurrency 1 in a closed
-// loop: one worker, so it is the wall time over the calls.
-func (m measurement) meanMicros() float64 {
-	if m.rate == 0 {
-		return 0
-	}
-	return 1e6 / m.rate
-}
-
 // httpLoad runs one HTTP target for d at concurrency c with hey (when
 // hey is set) or with the in-repository closed-loop generator.
 func httpLoad(ctx context.Context, hey string, t httpTarget, c int, d time.Duration) (measurement, error) {
