@@ -13,6 +13,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/utcpd/utcpd/gateway/ratelimit"
 	"github.com/utcpd/utcpd/internal/glob"
 	"github.com/utcpd/utcpd/registry"
 	"github.com/utcpd/utcpd/utcp"
@@ -412,28 +413,9 @@ type RateLimit struct {
 // period "s", "m" or "h" (also "sec", "second", "min", "minute", "hour")
 // or a positive Go duration ("10s"): "5/s", "100/m", "20/10s".
 func ParseRateLimit(s string) (RateLimit, error) {
-	bad := fmt.Errorf(`rate_limit %q is not "<count>/<period>", such as "5/s", "100/m" or "20/10s"`, s)
-	c, p, ok := strings.Cut(strings.TrimSpace(s), "/")
-	if !ok {
-		return RateLimit{}, bad
-	}
-	n, err := strconv.Atoi(strings.TrimSpace(c))
-	if err != nil || n <= 0 {
-		return RateLimit{}, bad
-	}
-	var per time.Duration
-	switch strings.TrimSpace(p) {
-	case "s", "sec", "second":
-		per = time.Second
-	case "m", "min", "minute":
-		per = time.Minute
-	case "h", "hour":
-		per = time.Hour
-	default:
-		per, err = time.ParseDuration(strings.TrimSpace(p))
-		if err != nil || per <= 0 {
-			return RateLimit{}, bad
-		}
+	n, per, err := ratelimit.ParseCount(s)
+	if err != nil {
+		return RateLimit{}, fmt.Errorf(`rate_limit %q is not "<count>/<period>", such as "5/s", "100/m" or "20/10s"`, s)
 	}
 	return RateLimit{Count: n, Per: per}, nil
 }

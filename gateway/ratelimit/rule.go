@@ -78,6 +78,16 @@ const KeyRulePrefix = "apikey:"
 // period s, m or h (also sec, second, min, minute, hour), or a positive
 // Go duration ("20/10s", "1/1h30m").
 func ParseRate(s string) (perSecond float64, n int, err error) {
+	n, per, err := ParseCount(s)
+	if err != nil {
+		return 0, 0, err
+	}
+	return float64(n) / per.Seconds(), n, nil
+}
+
+// ParseCount parses "<n>/<period>" as ParseRate does, into n and the
+// period.
+func ParseCount(s string) (n int, per time.Duration, err error) {
 	num, unit, ok := strings.Cut(strings.TrimSpace(s), "/")
 	if !ok {
 		return 0, 0, fmt.Errorf("rate %q is not <n>/<unit> such as \"100/m\"", s)
@@ -86,7 +96,6 @@ func ParseRate(s string) (perSecond float64, n int, err error) {
 	if err != nil || n <= 0 {
 		return 0, 0, fmt.Errorf("rate %q: the count must be a positive integer", s)
 	}
-	var per time.Duration
 	switch strings.TrimSpace(unit) {
 	case "s", "sec", "second":
 		per = time.Second
@@ -100,7 +109,7 @@ func ParseRate(s string) (perSecond float64, n int, err error) {
 			return 0, 0, fmt.Errorf("rate %q: the period must be s, m, h or a duration such as 10s", s)
 		}
 	}
-	return float64(n) / per.Seconds(), n, nil
+	return n, per, nil
 }
 
 // Validate checks the rules: each has a rate or a max_concurrent, a
