@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/utcpd/utcpd/gateway"
 )
 
@@ -170,5 +172,26 @@ func TestLeanPathIdleExpiry(t *testing.T) {
 	waitFor(t, "the idle session to expire", func() bool { return e.front.Sessions() == 0 })
 	if r, _ := rs.post(`{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"demo.add","arguments":{"a":1,"b":2}}}`); r.StatusCode != http.StatusNotFound {
 		t.Errorf("a call on the expired session: %d, want 404", r.StatusCode)
+	}
+}
+
+// TestLeanPathGoSDKClient: the go-sdk client with default options at
+// protocol 2025-11-25 (a
+// JSON session; what the benchmarks drive) has its tool calls served on
+// the lean path, with the answers the SDK gives.
+func TestLeanPathGoSDKClient(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "plain", Version: "1"}, nil).Connect(t.Context(),
+		&mcp.StreamableClientTransport{Endpoint: e.url, MaxRetries: -1}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cs.Close() })
+	res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "demo.add", Arguments: map[string]any{"a": 40, "b": 2}})
+	if err != nil || res.IsError || text(res) != `{"sum":42}` {
+		t.Fatalf("add: %v %+v", err, res)
+	}
+	if got := e.front.leanServed.Load(); got != 1 {
+		t.Errorf("lean path served %d calls, want 1", got)
 	}
 }
