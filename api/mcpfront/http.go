@@ -55,9 +55,10 @@ func (s *Server) initHTTP() {
 	// (jsonSession) get application/json answers: one write per POST, no
 	// SSE framing, no priming event, nothing kept in the event store.
 	s.jsonful = mcp.NewStreamableHTTPHandler(get, &mcp.StreamableHTTPOptions{
-		JSONResponse:        true,
-		EventStore:          mcp.NewMemoryEventStore(nil), // the GET stream's events
-		SessionTimeout:      idle,
+		JSONResponse: true,
+		EventStore:   mcp.NewMemoryEventStore(nil), // the GET stream's events
+		// The front closes idle JSON sessions itself (lean.go): the
+		// SDK does not see the calls served on the lean path.
 		MaxRequestBodyBytes: s.opts.MaxBodyBytes,
 		Logger:              sdkLog,
 	})
@@ -165,14 +166,23 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 		if s.jsonSession(r) {
 			s.jsonful.ServeHTTP(w, r)
 			if id := w.Header().Get(headerSessionID); id != "" {
-				s.jsonIDs.Store(id, struct{}{})
+				s.trackJSONSession(r, id)
 				s.pruneJSONIDs()
 			}
 			return
 		}
 	}
 	if id != "" {
-		if _, ok := s.jsonIDs.Load(id); ok {
+		if v, ok := s.jsonIDs.Load(id); ok {
+			// As the SDK's timer: a POST pauses the idle timer, a GET
+			// stream does not.
+			if e := v.(*jsonSessionInfo); r.Method == http.MethodPost {
+				e.begin()
+				defer e.end()
+				if s.serveLean(w, r, e) {
+					return
+				}
+			}
 			s.jsonful.ServeHTTP(w, r)
 			if r.Method == http.MethodDelete {
 				s.pruneJSONIDs()
@@ -227,9 +237,16 @@ func (s *Server) pruneJSONIDs() {
 			live[id] = true
 		}
 	}
-	s.jsonIDs.Range(func(k, _ any) bool {
+	s.jsonIDs.Range(func(k, v any) bool {
 		if !live[k.(string)] {
 			s.jsonIDs.Delete(k)
+			e := v.(*jsonSessionInfo)
+			e.cancelAll()
+			e.mu.Lock()
+			if e.timer != nil {
+				e.timer.Stop()
+			}
+			e.mu.Unlock()
 		}
 		return true
 	})

@@ -121,6 +121,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -306,10 +307,14 @@ type Server struct {
 	stateful, stateless http.Handler
 	// jsonful is the session handler that answers POSTs with
 	// application/json (http.go, jsonSession); jsonIDs holds the IDs of
-	// the sessions it created (string -> struct{}).
+	// the sessions it created (string -> *jsonSessionInfo, lean.go).
 	jsonful http.Handler
 	jsonIDs sync.Map
-	authed  func(http.Handler) http.Handler
+	// leanOff sends every request to the SDK (tests compare both paths);
+	// leanServed counts the calls the lean path answered.
+	leanOff    atomic.Bool
+	leanServed atomic.Int64
+	authed     func(http.Handler) http.Handler
 
 	res *resources // backends' resources and prompts (resources.go), nil if none
 

@@ -103,12 +103,19 @@ func (s *Server) addTool(t *mcp.Tool, def *utcp.Tool, check *outputCheck) (err e
 		}
 	}()
 	s.mcp.AddTool(t, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		if !s.allowed(ctx, def) {
-			return nil, unknownTool(req.Params.Name)
-		}
-		return s.call(ctx, req, def.Name, check)
+		return s.serveTool(ctx, req, def, check)
 	})
 	return nil
+}
+
+// serveTool is the handler of the tool def as the backend lists it (the
+// SDK's, and the lean path's, lean.go): a call from outside def's scope
+// is answered as for a tool the SDK does not have.
+func (s *Server) serveTool(ctx context.Context, req *mcp.CallToolRequest, def *utcp.Tool, check *outputCheck) (*mcp.CallToolResult, error) {
+	if !s.allowed(ctx, def) {
+		return nil, unknownTool(req.Params.Name)
+	}
+	return s.call(ctx, req, def.Name, check)
 }
 
 // ValidName reports whether name fits the MCP tool name rule: 1 to 128

@@ -1,0 +1,333 @@
+package mcpfront
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"mime"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// The lean path: a tools/call on a JSON session (jsonSession) is served
+// here, in front of the SDK's handler, decoded with encoding/json into a
+// small struct and answered with the same call code the SDK's tool
+// handler runs (serveTool, through scopeMiddleware), because the SDK
+// decodes every JSON-RPC value with a decoder that allocates a 32 KiB
+// buffer. Whatever is not exactly such a call (a batch, another method,
+// a progress token, per-request protocol metadata, an unknown tool, a
+// body that does not decode, a header the SDK would refuse) goes to the
+// SDK unchanged. A notifications/cancelled naming a call in flight here
+// cancels it.
+
+// jsonSessionInfo is a JSON session the front tracks: its SDK session,
+// the principal that opened it, its idle timer (the front's, as the
+// SDK's never sees the lean calls) and its lean calls in flight.
+type jsonSessionInfo struct {
+	ss   *mcp.ServerSession
+	user string
+
+	mu     sync.Mutex
+	active int                           // requests of the session being served
+	timer  *time.Timer                   // closes the session when idle; nil: never
+	idle   time.Duration                 // the timer's duration
+	calls  map[string]context.CancelFunc // lean calls in flight, by compact request id
+}
+
+// begin marks a request of the session as being served (the idle timer
+// waits).
+func (e *jsonSessionInfo) begin() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.active++
+	if e.timer != nil {
+		e.timer.Stop()
+	}
+}
+
+// end marks a request as done; the last one restarts the idle timer.
+func (e *jsonSessionInfo) end() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.active--
+	if e.active == 0 && e.timer != nil {
+		e.timer.Reset(e.idle)
+	}
+}
+
+// cancelAll cancels the session's lean calls (the session ended).
+func (e *jsonSessionInfo) cancelAll() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, cancel := range e.calls {
+		cancel()
+	}
+}
+
+// trackJSONSession records the JSON session id that r (an initialize
+// request) opened.
+func (s *Server) trackJSONSession(r *http.Request, id string) {
+	var ss *mcp.ServerSession
+	for x := range s.mcp.Sessions() {
+		if x.ID() == id {
+			ss = x
+			break
+		}
+	}
+	if ss == nil {
+		return
+	}
+	e := &jsonSessionInfo{ss: ss, calls: map[string]context.CancelFunc{}}
+	if ti := auth.TokenInfoFromContext(r.Context()); ti != nil {
+		e.user = ti.UserID
+	}
+	if idle := s.opts.SessionIdleTimeout; idle > 0 {
+		e.idle = idle
+		e.timer = time.AfterFunc(idle, func() {
+			e.cancelAll()
+			_ = ss.Close()
+		})
+	}
+	s.jsonIDs.Store(id, e)
+}
+
+// leanCall is the shape of a JSON-RPC message the lean path serves.
+type leanCall struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id"`
+	Method  string          `json:"method"`
+	Params  json.RawMessage `json:"params"`
+}
+
+// serveLean serves the POST r of the tracked JSON session e on the lean
+// path and reports true, or reports false, r's body put back whole, for
+// the SDK to serve.
+func (s *Server) serveLean(w http.ResponseWriter, r *http.Request, e *jsonSessionInfo) bool {
+	if s.leanOff.Load() || r.Method != http.MethodPost || len(r.Header.Values("Last-Event-ID")) > 0 {
+		return false
+	}
+	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
+		return false
+	}
+	if jsonOK, streamOK := acceptsBoth(r.Header.Values("Accept")); !jsonOK || !streamOK {
+		return false
+	}
+	init := e.ss.InitializeParams()
+	if init == nil || r.Header.Get(headerProtocolVersion) != init.ProtocolVersion {
+		return false
+	}
+	user := ""
+	ti := auth.TokenInfoFromContext(r.Context())
+	if ti != nil {
+		user = ti.UserID
+	}
+	if user != e.user || !s.sessionLive(e.ss) {
+		return false
+	}
+	limit := s.opts.MaxBodyBytes
+	if limit <= 0 {
+		limit = 4 << 20
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
+	r.Body = struct {
+		io.Reader
+		io.Closer
+	}{io.MultiReader(bytes.NewReader(body), r.Body), r.Body}
+	if err != nil || int64(len(body)) > limit {
+		return false
+	}
+	t := bytes.TrimSpace(body)
+	if len(t) == 0 || t[0] != '{' {
+		return false // a batch, or not JSON: the SDK answers
+	}
+	var msg leanCall
+	if json.Unmarshal(t, &msg) != nil || msg.JSONRPC != "2.0" {
+		return false
+	}
+	switch msg.Method {
+	case "notifications/cancelled":
+		return s.leanCancel(w, e, msg)
+	case "tools/call":
+		return s.leanToolsCall(w, r, e, msg, ti)
+	}
+	return false
+}
+
+// leanCancel cancels the lean call a notifications/cancelled names and
+// answers 202 as the SDK does; false for any other notification.
+func (s *Server) leanCancel(w http.ResponseWriter, e *jsonSessionInfo, msg leanCall) bool {
+	if len(msg.ID) > 0 {
+		return false
+	}
+	var p struct {
+		RequestID json.RawMessage `json:"requestId"`
+	}
+	if json.Unmarshal(msg.Params, &p) != nil {
+		return false
+	}
+	key, ok := compactID(p.RequestID)
+	if !ok {
+		return false
+	}
+	e.mu.Lock()
+	cancel, ok := e.calls[key]
+	e.mu.Unlock()
+	if !ok {
+		return false
+	}
+	cancel()
+	w.WriteHeader(http.StatusAccepted)
+	return true
+}
+
+// leanToolsCall serves a tools/call of a tool the front published.
+func (s *Server) leanToolsCall(w http.ResponseWriter, r *http.Request, e *jsonSessionInfo, msg leanCall, ti *auth.TokenInfo) bool {
+	key, ok := compactID(msg.ID)
+	if !ok {
+		return false
+	}
+	params := &mcp.CallToolParamsRaw{}
+	if len(bytes.TrimSpace(msg.Params)) == 0 || json.Unmarshal(msg.Params, params) != nil {
+		return false
+	}
+	if params.Meta != nil {
+		// A progress token (progress notifications need the SDK's
+		// stream) or per-request protocol metadata: the SDK's.
+		if _, ok := params.Meta["progressToken"]; ok {
+			return false
+		}
+		for k := range params.Meta {
+			if strings.HasPrefix(k, "io.modelcontextprotocol/") {
+				return false
+			}
+		}
+	}
+	s.syncMu.Lock()
+	p, ok := s.tools[params.Name]
+	s.syncMu.Unlock()
+	if !ok {
+		return false // codemode.run, or a tool the SDK answers as unknown
+	}
+	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
+	defer cancel()
+	e.mu.Lock()
+	if _, dup := e.calls[key]; dup {
+		e.mu.Unlock()
+		return false // the SDK refuses a duplicate in-flight id
+	}
+	e.calls[key] = cancel
+	e.mu.Unlock()
+	defer func() {
+		e.mu.Lock()
+		delete(e.calls, key)
+		e.mu.Unlock()
+	}()
+	req := &mcp.CallToolRequest{Session: e.ss, Params: params, Extra: &mcp.RequestExtra{TokenInfo: ti, Header: r.Header}}
+	h := s.scopeMiddleware(func(ctx context.Context, _ string, req mcp.Request) (mcp.Result, error) {
+		res, err := s.serveTool(ctx, req.(*mcp.CallToolRequest), p.def, p.check)
+		if err != nil || res == nil {
+			return nil, err
+		}
+		if res.Content == nil {
+			res2 := *res
+			res2.Content = []mcp.Content{} // as the SDK: no "null"
+			res = &res2
+		}
+		return res, nil
+	})
+	res, err := h(ctx, "tools/call", req)
+	out := struct {
+		JSONRPC string          `json:"jsonrpc"`
+		ID      json.RawMessage `json:"id"`
+		Result  any             `json:"result,omitempty"`
+		Error   *jsonrpc.Error  `json:"error,omitempty"`
+	}{JSONRPC: "2.0", ID: msg.ID}
+	if err != nil {
+		out.Error = wireError(err)
+	} else {
+		out.Result = res
+	}
+	data, merr := json.Marshal(out)
+	if merr != nil {
+		out.Result, out.Error = nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: merr.Error()}
+		data, _ = json.Marshal(out)
+	}
+	w.Header().Set("Cache-Control", "no-cache, no-transform")
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(data)
+	s.leanServed.Add(1)
+	return true
+}
+
+// wireError is err as the SDK's JSON-RPC layer writes it: a JSON-RPC
+// error as it is, anything else its message with the code of a JSON-RPC
+// error it wraps.
+func wireError(err error) *jsonrpc.Error {
+	if je, ok := err.(*jsonrpc.Error); ok {
+		return je
+	}
+	out := &jsonrpc.Error{Message: err.Error()}
+	var wrapped *jsonrpc.Error
+	if errors.As(err, &wrapped) {
+		out.Code = wrapped.Code
+	}
+	return out
+}
+
+// compactID is a JSON-RPC request id (a string or a number) as a map
+// key; false for anything else (null, absent, an object).
+func compactID(raw json.RawMessage) (string, bool) {
+	t := bytes.TrimSpace(raw)
+	if len(t) == 0 {
+		return "", false
+	}
+	var v any
+	if json.Unmarshal(t, &v) != nil {
+		return "", false
+	}
+	switch v := v.(type) {
+	case string:
+		return "s:" + v, true
+	case float64:
+		return "n:" + string(t), true
+	}
+	return "", false
+}
+
+// sessionLive reports whether ss is still among the server's sessions.
+func (s *Server) sessionLive(ss *mcp.ServerSession) bool {
+	for x := range s.mcp.Sessions() {
+		if x == ss {
+			return true
+		}
+	}
+	return false
+}
+
+// acceptsBoth reports whether the Accept values name application/json
+// and text/event-stream (or wildcards), as the SDK requires of a POST.
+func acceptsBoth(values []string) (jsonOK, streamOK bool) {
+	for _, value := range values {
+		for _, raw := range strings.Split(value, ",") {
+			base, _, _ := strings.Cut(strings.TrimSpace(raw), ";")
+			switch strings.ToLower(strings.TrimSpace(base)) {
+			case "application/json", "application/*":
+				jsonOK = true
+			case "text/event-stream", "text/*":
+				streamOK = true
+			case "*/*":
+				jsonOK, streamOK = true, true
+			}
+		}
+	}
+	return
+}
