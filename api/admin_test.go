@@ -303,6 +303,12 @@ func TestAdminAuth(t *testing.T) {
 				{method: "GET", path: "/admin/manuals", headers: h},
 				{method: "POST", path: "/admin/manuals", body: b.manual("x"), headers: h},
 				{method: "DELETE", path: "/admin/manuals/demo", headers: h},
+				// The routes of pinning and toolsets sit behind the same token.
+				{method: "GET", path: "/admin/manuals/demo/changes", headers: h},
+				{method: "POST", path: "/admin/manuals/demo/changes/c1/approve", headers: h},
+				{method: "GET", path: "/admin/toolsets", headers: h},
+				{method: "POST", path: "/admin/toolsets", body: `{"name": "t", "include": ["demo.*"]}`, headers: h},
+				{method: "DELETE", path: "/admin/toolsets/t", headers: h},
 			} {
 				r := e.do(rq)
 				expectError(t, r, 401, utcp.CodeUnauthorized)

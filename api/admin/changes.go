@@ -150,18 +150,9 @@ func (h *Handler) rejectChange(w http.ResponseWriter, r *http.Request)  { h.deci
 // way is idempotent (200 with the change); another decision of a decided
 // change is invalid_request.
 func (h *Handler) decideChange(w http.ResponseWriter, r *http.Request, approve bool) {
-	buf := httpx.GetBuffer()
-	defer httpx.PutBuffer(buf)
-	if err := httpx.ReadBody(w, r, h.maxBody, buf); err != nil {
-		h.fail(w, r, err)
+	req, ok := h.readDecision(w, r)
+	if !ok {
 		return
-	}
-	var req DecisionRequest
-	if buf.Len() > 0 {
-		if err := httpx.DecodeStrict(buf.Bytes(), &req); err != nil {
-			h.fail(w, r, err)
-			return
-		}
 	}
 	by := httpx.Principal(r.Context())
 	if by == "" {

@@ -158,6 +158,26 @@ func (h *Handler) getReview(w http.ResponseWriter, r *http.Request) {
 func (h *Handler) approveReview(w http.ResponseWriter, r *http.Request) { h.decide(w, r, true) }
 func (h *Handler) denyReview(w http.ResponseWriter, r *http.Request)    { h.decide(w, r, false) }
 
+// readDecision reads the optional body of a decision (a review's or a pin
+// change's: {"note": "..."}, unknown fields refused), answering the error
+// itself when it reports false.
+func (h *Handler) readDecision(w http.ResponseWriter, r *http.Request) (DecisionRequest, bool) {
+	var req DecisionRequest
+	buf := httpx.GetBuffer()
+	defer httpx.PutBuffer(buf)
+	if err := httpx.ReadBody(w, r, h.maxBody, buf); err != nil {
+		h.fail(w, r, err)
+		return req, false
+	}
+	if buf.Len() > 0 {
+		if err := httpx.DecodeStrict(buf.Bytes(), &req); err != nil {
+			h.fail(w, r, err)
+			return req, false
+		}
+	}
+	return req, true
+}
+
 // decide approves or denies a review. Deciding again the same way is
 // idempotent (200 with the review); the opposite decision is
 // invalid_request.
@@ -166,18 +186,9 @@ func (h *Handler) decide(w http.ResponseWriter, r *http.Request, approve bool) {
 		return
 	}
 	id := r.PathValue("id")
-	buf := httpx.GetBuffer()
-	defer httpx.PutBuffer(buf)
-	if err := httpx.ReadBody(w, r, h.maxBody, buf); err != nil {
-		h.fail(w, r, err)
+	req, ok := h.readDecision(w, r)
+	if !ok {
 		return
-	}
-	var req DecisionRequest
-	if buf.Len() > 0 {
-		if err := httpx.DecodeStrict(buf.Bytes(), &req); err != nil {
-			h.fail(w, r, err)
-			return
-		}
 	}
 	if len(req.Note) > MaxNoteBytes {
 		h.fail(w, r, httpx.Errorf(utcp.CodeInvalidRequest, "note is longer than %d bytes", MaxNoteBytes).WithDetail("field", "note"))

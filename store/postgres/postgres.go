@@ -162,7 +162,7 @@ func New(dsn string, opts Options) (*Store, error) {
 	}
 	cfg.MinConns = 0
 	s := &Store{opts: opts, log: opts.Logger, known: map[string]int64{},
-		watchers: map[*watcher]struct{}{}, reviewWs: map[*watcher]struct{}{}}
+		watchers: map[*watcher]struct{}{}, reviewWs: map[*watcher]struct{}{}, toolsetWs: map[*watcher]struct{}{}}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -555,12 +555,23 @@ func (s *Store) revisions(ctx context.Context) (map[string]int64, error) {
 // kind), so a slow receiver never blocks the Store. The channel is closed
 // when ctx ends or the Store is closed.
 func (s *Store) Watch(ctx context.Context) <-chan registry.Change {
+	return watchSet(s, ctx, s.watchers, func(it item) (registry.Change, bool) {
+		return registry.Change{Kind: registry.ChangeKind(it.kind), Name: it.key}, true
+	})
+}
+
+// watchSet registers a watcher in set (one of the Store's watcher sets,
+// guarded by s.mu) and delivers what it is told, each item turned into a
+// value by conv (false: skip it), until ctx ends or the Store is closed;
+// then it leaves set and closes the channel. Pending items merge in the
+// watcher, so a slow receiver never blocks the Store.
+func watchSet[T any](s *Store, ctx context.Context, set map[*watcher]struct{}, conv func(item) (T, bool)) <-chan T {
 	w := newWatcher()
-	out := make(chan registry.Change)
+	out := make(chan T)
 	s.mu.Lock()
 	closed := s.closed.Load()
 	if !closed {
-		s.watchers[w] = struct{}{}
+		set[w] = struct{}{}
 	}
 	s.mu.Unlock()
 	go func() {
@@ -570,13 +581,17 @@ func (s *Store) Watch(ctx context.Context) <-chan registry.Change {
 		}
 		defer func() {
 			s.mu.Lock()
-			delete(s.watchers, w)
+			delete(set, w)
 			s.mu.Unlock()
 		}()
 		for {
 			for _, it := range w.take() {
+				v, ok := conv(it)
+				if !ok {
+					continue
+				}
 				select {
-				case out <- registry.Change{Kind: registry.ChangeKind(it.kind), Name: it.key}:
+				case out <- v:
 				case <-ctx.Done():
 					return
 				case <-s.life.Done():

@@ -199,45 +199,7 @@ func (v *Reviews) Prune(ctx context.Context, before time.Time) (int, error) {
 // received are merged. The channel is closed when ctx ends or the Store
 // is closed.
 func (v *Reviews) Watch(ctx context.Context) <-chan string {
-	s := v.s
-	w := newWatcher()
-	out := make(chan string)
-	s.mu.Lock()
-	closed := s.closed.Load()
-	if !closed {
-		s.reviewWs[w] = struct{}{}
-	}
-	s.mu.Unlock()
-	go func() {
-		defer close(out)
-		if closed {
-			return
-		}
-		defer func() {
-			s.mu.Lock()
-			delete(s.reviewWs, w)
-			s.mu.Unlock()
-		}()
-		for {
-			for _, it := range w.take() {
-				select {
-				case out <- it.key:
-				case <-ctx.Done():
-					return
-				case <-s.life.Done():
-					return
-				}
-			}
-			select {
-			case <-w.signal:
-			case <-ctx.Done():
-				return
-			case <-s.life.Done():
-				return
-			}
-		}
-	}()
-	return out
+	return watchSet(v.s, ctx, v.s.reviewWs, func(it item) (string, bool) { return it.key, true })
 }
 
 // reportReview hands a review ID to every review watcher.

@@ -88,48 +88,9 @@ func (s *Store) DeleteToolset(ctx context.Context, name string) error {
 // made up for); signals not yet received merge into one. The channel is
 // closed when ctx ends or the Store is closed.
 func (s *Store) WatchToolsets(ctx context.Context) <-chan struct{} {
-	w := newWatcher()
-	out := make(chan struct{})
-	s.mu.Lock()
-	closed := s.closed.Load()
-	if !closed {
-		if s.toolsetWs == nil {
-			s.toolsetWs = map[*watcher]struct{}{}
-		}
-		s.toolsetWs[w] = struct{}{}
-	}
-	s.mu.Unlock()
-	go func() {
-		defer close(out)
-		if closed {
-			return
-		}
-		defer func() {
-			s.mu.Lock()
-			delete(s.toolsetWs, w)
-			s.mu.Unlock()
-		}()
-		for {
-			select {
-			case <-w.signal:
-			case <-ctx.Done():
-				return
-			case <-s.life.Done():
-				return
-			}
-			if len(w.take()) == 0 {
-				continue
-			}
-			select {
-			case out <- struct{}{}:
-			case <-ctx.Done():
-				return
-			case <-s.life.Done():
-				return
-			}
-		}
-	}()
-	return out
+	// Every notification adds the one key "toolsets", so the items
+	// pending merge into one signal; the receiver reads every toolset again.
+	return watchSet(s, ctx, s.toolsetWs, func(item) (struct{}, bool) { return struct{}{}, true })
 }
 
 // reportToolsets signals every toolset watcher.
