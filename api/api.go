@@ -50,6 +50,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -163,18 +164,35 @@ type Options struct {
 // New returns the handler serving every HTTP surface of utcpd, configured
 // by opts. It fails on an invalid configuration (no Gateway, an empty API
 // key, negative limits, a default timeout above the maximum).
+//
+// The handler is also an io.Closer: Close ends the MCP fronts (their
+// sessions, and the calls parked on input-required results, whose
+// questions the MCP servers behind get declined). Close it after the
+// HTTP server stopped and before the Gateway.
 func New(opts Options) (http.Handler, error) {
 	s, err := newServer(opts)
 	if err != nil {
 		return nil, err
 	}
-	return s.handler, nil
+	return s, nil
 }
 
 // server is the assembled surface; tests reach its router.
 type server struct {
 	router  *httpx.Router
 	handler http.Handler
+	closers []io.Closer // the MCP fronts
+}
+
+func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
+
+// Close closes the MCP fronts. Idempotent.
+func (s *server) Close() error {
+	var errs []error
+	for _, c := range s.closers {
+		errs = append(errs, c.Close())
+	}
+	return errors.Join(errs...)
 }
 
 func newServer(opts Options) (*server, error) {
@@ -343,6 +361,7 @@ func newServer(opts Options) (*server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("api: %w", err)
 	}
+	closers := []io.Closer{mcpFront}
 	mux := http.NewServeMux()
 	mux.Handle(mcpfront.Path, mcpFront.Handler())
 	// Each toolset is a virtual MCP server of its own at /mcp/{toolset}
@@ -350,7 +369,9 @@ func newServer(opts Options) (*server, error) {
 	if mo.Gateway != nil {
 		tso := mo
 		tso.CodeMode = nil
-		mux.Handle(mcpfront.ToolsetPrefix, mcpfront.NewToolsets(mo.Gateway, tso))
+		toolsets := mcpfront.NewToolsets(mo.Gateway, tso)
+		closers = append(closers, toolsets)
+		mux.Handle(mcpfront.ToolsetPrefix, toolsets)
 	}
 	// Tool names with "/" are routable with plain slashes
 	// (front.SlashNames).
@@ -370,7 +391,7 @@ func newServer(opts Options) (*server, error) {
 			httpx.WriteError(w, err)
 		},
 	}
-	return &server{router: rt, handler: httpx.Recover(log)(perimeter.Wrap(mux))}, nil
+	return &server{router: rt, handler: httpx.Recover(log)(perimeter.Wrap(mux)), closers: closers}, nil
 }
 
 // Ready is the answer of /readyz while the daemon serves (200): ready, or

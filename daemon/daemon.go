@@ -327,6 +327,11 @@ func (d *Daemon) Run(ctx context.Context) error {
 	if err != nil {
 		return &UsageError{Err: err}
 	}
+	// Deferred after g.Close, so it runs before it: the MCP fronts end
+	// their parked calls while the sessions with the servers are open.
+	if c, ok := handler.(io.Closer); ok {
+		defer func() { _ = c.Close() }()
+	}
 
 	ln, err := net.Listen("tcp", s.Listen)
 	if err != nil {

@@ -69,6 +69,8 @@ type inputCall struct {
 	caps      *mcp.ClientCapabilities
 	cancel    context.CancelFunc
 	done      chan struct{} // closed when the call ended: res, err set
+	closing   chan struct{} // closed when the front closes: questions are declined
+	closeOnce sync.Once
 	res       *mcp.CallToolResult
 	err       error
 
@@ -121,7 +123,7 @@ func (s *Server) callWithInputs(ctx context.Context, req *mcp.CallToolRequest, c
 	}
 	c := &inputCall{
 		s: s, token: rand.Text(), principal: principal, tool: req.Params.Name, caps: caps,
-		done: make(chan struct{}), questions: map[string]*question{}, asked: make(chan struct{}, 1),
+		done: make(chan struct{}), closing: make(chan struct{}), questions: map[string]*question{}, asked: make(chan struct{}, 1),
 	}
 	// The call keeps the request's values (principal, tracing) but not its
 	// cancellation: it outlives the request when it asks for input.
@@ -207,7 +209,17 @@ func (ic *inputCalls) resume(state, principal, tool string) (*inputCall, error) 
 	return c, nil
 }
 
-// closeAll cancels every parked call (Server.Close).
+// closeWait bounds how long Server.Close waits for the parked calls to
+// end once their questions are declined.
+const closeWait = 5 * time.Second
+
+// closeAll ends every parked call (Server.Close). Their questions,
+// pending and future, are declined, which the MCP servers behind get as
+// the answers of their requests; the calls then end as the servers end
+// them, and closeAll waits for that up to closeWait before it cancels
+// what is left. So no server is left with a request unanswered when the
+// gateway then closes its sessions: a go-sdk server whose tool waits for
+// an answer that never comes cannot even close its session.
 func (ic *inputCalls) closeAll() {
 	ic.mu.Lock()
 	ic.closed = true
@@ -217,6 +229,15 @@ func (ic *inputCalls) closeAll() {
 	}
 	ic.mu.Unlock()
 	for _, c := range calls {
+		c.closeOnce.Do(func() { close(c.closing) })
+	}
+	deadline := time.NewTimer(closeWait)
+	defer deadline.Stop()
+	for _, c := range calls {
+		select {
+		case <-c.done:
+		case <-deadline.C:
+		}
 		c.cancel()
 	}
 }
@@ -319,6 +340,11 @@ func (c *inputCall) ask(ctx context.Context, ir mcp.InputRequest) (json.RawMessa
 	if !c.s.inputs.count(c, c.s.maxInputCalls()) {
 		return nil, refuse("the MCP client calling the tool already has %d calls waiting for its input (the front's limit)", c.s.maxInputCalls())
 	}
+	select {
+	case <-c.closing:
+		return nil, errFrontClosing
+	default:
+	}
 	q := &question{req: ir, answer: make(chan json.RawMessage, 1)}
 	c.mu.Lock()
 	c.next++
@@ -329,16 +355,26 @@ func (c *inputCall) ask(ctx context.Context, ir mcp.InputRequest) (json.RawMessa
 	case c.asked <- struct{}{}:
 	default:
 	}
-	select {
-	case raw := <-q.answer:
-		return raw, nil
-	case <-ctx.Done():
+	forget := func() {
 		c.mu.Lock()
 		delete(c.questions, id)
 		c.mu.Unlock()
+	}
+	select {
+	case raw := <-q.answer:
+		return raw, nil
+	case <-c.closing:
+		forget()
+		return nil, errFrontClosing
+	case <-ctx.Done():
+		forget()
 		return nil, ctx.Err()
 	}
 }
+
+// errFrontClosing declines the questions of the calls parked when the
+// front closes.
+var errFrontClosing = refuse("utcpd's MCP front is closing; the MCP client that called the tool cannot be asked any more")
 
 func (s *Server) inputTimeout() time.Duration {
 	if s.opts.InputTimeout > 0 {

@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -24,7 +25,19 @@ import (
 func confBehind(t *testing.T, front Options) *env {
 	t.Helper()
 	conf := httptest.NewServer(confserver.New().Handler())
-	t.Cleanup(conf.Close)
+	t.Cleanup(func() {
+		// Registered first, so it runs last: after the front and the
+		// gateway closed. A go-sdk server cannot close a session whose
+		// tool still waits for an answer to its request; fail rather than
+		// hang if utcpd left one unanswered.
+		closed := make(chan struct{})
+		go func() { conf.Close(); close(closed) }()
+		select {
+		case <-closed:
+		case <-time.After(15 * time.Second):
+			t.Error("the conformance server did not close within 15 s: one of its tools still waits for an answer to a request utcpd never answered")
+		}
+	})
 	tmpl, _ := json.Marshal(map[string]any{"name": "conf", "call_template_type": "mcp",
 		"config": map[string]any{"mcpServers": map[string]any{"srv": map[string]any{"url": conf.URL}}}})
 	front.NativeNames = []string{"conf.srv"}
@@ -152,7 +165,7 @@ func TestInputRequiredThroughFront(t *testing.T) {
 // the requestState is then spent, and a call parked too long is
 // cancelled.
 func TestInputRequiredWire(t *testing.T) {
-	e := confBehind(t, Options{InputTimeout: 50 * time.Millisecond})
+	e := confBehind(t, Options{InputTimeout: 500 * time.Millisecond})
 	const caps = `{"elicitation": {"form": {}}}`
 	call := func(params map[string]any) map[string]any {
 		t.Helper()
@@ -245,6 +258,38 @@ func TestInputRequiredLimit(t *testing.T) {
 	none := call(map[string]any{}, `{}`)
 	if r, _ := none["result"].(map[string]any); r["resultType"] == "input_required" || !strings.Contains(jsonText(none), "declared none of sampling, elicitation and roots") {
 		t.Errorf("a client without the capabilities: %v", none)
+	}
+}
+
+// TestInputRequiredFrontClose: the front closes while a call is parked
+// on an input-required result. Its question is declined, which the MCP
+// server behind gets as the answer to its request; the server's tool
+// then ends, and Close returns once it has (the gateway closes its
+// sessions only after that, with no request of the server unanswered).
+func TestInputRequiredFrontClose(t *testing.T) {
+	e := confBehind(t, Options{})
+	first := rpc26(t, e.url, "tools/call", map[string]any{"name": confserver.ToolElicitation,
+		"arguments": map[string]any{"message": "still there?"}}, `{"elicitation": {"form": {}}}`)
+	if r, _ := first["result"].(map[string]any); r == nil || r["resultType"] != "input_required" {
+		t.Fatalf("first round: %v", first)
+	}
+	e.front.inputs.mu.Lock()
+	var c *inputCall
+	for _, ic := range e.front.inputs.calls {
+		c = ic
+	}
+	e.front.inputs.mu.Unlock()
+	if c == nil {
+		t.Fatal("no call parked")
+	}
+	_ = e.front.Close()
+	select {
+	case <-c.done:
+	default:
+		t.Fatal("Close returned while the parked call was still running")
+	}
+	if got := jsonText(c.res) + fmt.Sprint(c.err); !strings.Contains(got, "MCP front is closing") {
+		t.Errorf("the server's tool did not get the decline as its answer: %s", got)
 	}
 }
 
