@@ -121,12 +121,15 @@ func TestSecurityCodeModeBombs(t *testing.T) {
 		// On a loaded machine (or under -race) the 10 s deadline may still
 		// come before the instruction budget: either stops the run.
 		{"pattern, budget", `return string.rep("a",2e5):find(".-.-.-.-b")`, 10000, []string{"instruction_limit", "timeout"}},
-		{"table chain", `local h={} local c=h for i=1,1e7 do c.n={} c=c.n end return h ~= nil`, 10000, []string{"memory_limit"}},
+		// The memory bombs get a deadline far beyond what they need (under
+		// a second on a quiet machine), so that on a loaded one the
+		// memory cap, not the clock, still stops them.
+		{"table chain", `local h={} local c=h for i=1,1e7 do c.n={} c=c.n end return h ~= nil`, 25000, []string{"memory_limit"}},
 		{"table chain (issue)", `local c={} for i=1,1e7 do c.n={} c=c.n end`, 2000, []string{"timeout", "instruction_limit"}},
-		{"big array", `local t={} for i=1,1e9 do t[i]=i end`, 10000, []string{"memory_limit"}},
-		{"closures", `local t={} for i=1,1e8 do local x=i t[i]=function() return x end end`, 10000, []string{"memory_limit"}},
-		{"concatenation", `local s="x" local t={} for i=1,1e8 do s=s.."y" t[#t+1]=s end`, 10000, []string{"memory_limit"}},
-		{"table.concat", `local t={} for i=1,1e4 do t[i]=("x"):rep(1e4) end local u={} for i=1,100 do u[i]=table.concat(t) end`, 10000, []string{"memory_limit"}},
+		{"big array", `local t={} for i=1,1e9 do t[i]=i end`, 25000, []string{"memory_limit"}},
+		{"closures", `local t={} for i=1,1e8 do local x=i t[i]=function() return x end end`, 25000, []string{"memory_limit"}},
+		{"concatenation", `local s="x" local t={} for i=1,1e8 do s=s.."y" t[#t+1]=s end`, 25000, []string{"memory_limit"}},
+		{"table.concat", `local t={} for i=1,1e4 do t[i]=("x"):rep(1e4) end local u={} for i=1,100 do u[i]=table.concat(t) end`, 25000, []string{"memory_limit"}},
 	} {
 		timeout := time.Duration(c.timeoutMS) * time.Millisecond
 		cpu0 := procCPU(t, pid)
