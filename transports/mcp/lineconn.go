@@ -11,6 +11,7 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -51,6 +52,13 @@ type lineConn struct {
 
 	batchMu sync.Mutex
 	batches map[jsonrpc.ID]*lineBatch
+
+	// The connection's own calls (call), by id; ended is why no more
+	// answers will come, once reading stopped.
+	callMu sync.Mutex
+	calls  map[string]chan *jsonrpc.Response
+	callN  int64
+	ended  error
 }
 
 type readResult struct {
@@ -467,8 +475,36 @@ func skipString(d []byte, i int) int {
 	return i
 }
 
-// Read returns the next message, as the SDK's ioConn does.
+// Read returns the next message, as the SDK's ioConn does; the answers
+// to the connection's own calls go to them instead.
 func (c *lineConn) Read(ctx context.Context) (jsonrpc.Message, error) {
+	for {
+		msg, err := c.read(ctx)
+		if err != nil {
+			if errors.Is(err, io.EOF) && c.isClosed() {
+				c.endCalls(sdk.ErrConnectionClosed)
+			} else if ctx.Err() == nil {
+				c.endCalls(err)
+			}
+			return nil, err
+		}
+		if resp, ok := msg.(*jsonrpc.Response); ok && c.answer(resp) {
+			continue
+		}
+		return msg, nil
+	}
+}
+
+func (c *lineConn) isClosed() bool {
+	select {
+	case <-c.closed:
+		return true
+	default:
+		return false
+	}
+}
+
+func (c *lineConn) read(ctx context.Context) (jsonrpc.Message, error) {
 	select {
 	case <-ctx.Done():
 		return nil, ctx.Err()
@@ -670,14 +706,119 @@ func plainASCII(s string) bool {
 	return true
 }
 
-// Close closes both pipes once; it unblocks Read.
+// Close closes both pipes once; it unblocks Read and ends the
+// connection's own calls.
 func (c *lineConn) Close() error {
 	c.closeOnce.Do(func() {
 		// closed first: a Read woken by the pipe's closing says io.EOF.
 		close(c.closed)
 		c.closeErr = errors.Join(c.rc.Close(), c.wc.Close())
+		c.endCalls(sdk.ErrConnectionClosed)
 	})
 	return c.closeErr
+}
+
+// callPrefix starts the ids of the connection's own calls: the SDK's
+// are integers.
+const callPrefix = "utcpd-"
+
+// call sends a request of its own and returns the result: what the SDK's
+// session does for a request, without decoding the result into a typed
+// value through its decoder (two 32 KiB buffers per tools/call). Its
+// errors are the SDK's: the error answer wrapped, the connection's end
+// (sdk.ErrConnectionClosed once closed), a write's failure; on ctx's
+// end it returns ctx.Err() and tells the server with
+// notifications/cancelled, in the background.
+func (c *lineConn) call(ctx context.Context, method string, params any) (json.RawMessage, error) {
+	var pb bytes.Buffer
+	enc := json.NewEncoder(&pb)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(params); err != nil {
+		return nil, fmt.Errorf("calling %q: %w", method, err)
+	}
+	ch := make(chan *jsonrpc.Response, 1)
+	c.callMu.Lock()
+	if c.ended != nil {
+		err := c.ended
+		c.callMu.Unlock()
+		return nil, fmt.Errorf("%w: calling %q: %v", sdk.ErrConnectionClosed, method, err)
+	}
+	c.callN++
+	key := callPrefix + strconv.FormatInt(c.callN, 10)
+	if c.calls == nil {
+		c.calls = map[string]chan *jsonrpc.Response{}
+	}
+	c.calls[key] = ch
+	c.callMu.Unlock()
+	id, _ := jsonrpc.MakeID(key)
+	if err := c.Write(ctx, &jsonrpc.Request{ID: id, Method: method, Params: bytes.TrimRight(pb.Bytes(), "\n")}); err != nil {
+		c.forget(key)
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, fmt.Errorf("calling %q: %w", method, err)
+	}
+	select {
+	case resp := <-ch:
+		if resp.Error != nil {
+			if errors.Is(resp.Error, sdk.ErrConnectionClosed) {
+				return nil, fmt.Errorf("%w: calling %q", sdk.ErrConnectionClosed, method)
+			}
+			return nil, fmt.Errorf("calling %q: %w", method, resp.Error)
+		}
+		return resp.Result, nil
+	case <-ctx.Done():
+		c.forget(key)
+		go c.cancelled(context.WithoutCancel(ctx), key, ctx.Err())
+		return nil, ctx.Err()
+	}
+}
+
+// cancelled tells the server a call is abandoned, as the SDK does.
+func (c *lineConn) cancelled(ctx context.Context, key string, why error) {
+	ctx, stop := context.WithTimeout(ctx, 5*time.Second)
+	defer stop()
+	params, err := json.Marshal(&sdk.CancelledParams{Reason: why.Error(), RequestID: key})
+	if err != nil {
+		return
+	}
+	_ = c.Write(ctx, &jsonrpc.Request{Method: "notifications/cancelled", Params: params})
+}
+
+func (c *lineConn) forget(key string) {
+	c.callMu.Lock()
+	delete(c.calls, key)
+	c.callMu.Unlock()
+}
+
+// answer hands resp to the call of the connection's own it answers;
+// false for an answer to the SDK's.
+func (c *lineConn) answer(resp *jsonrpc.Response) bool {
+	key, ok := resp.ID.Raw().(string)
+	if !ok || len(key) <= len(callPrefix) || key[:len(callPrefix)] != callPrefix {
+		return false
+	}
+	c.callMu.Lock()
+	ch, ok := c.calls[key]
+	delete(c.calls, key)
+	c.callMu.Unlock()
+	if ok {
+		ch <- resp
+	}
+	return true // an abandoned call's answer is dropped, as the SDK drops one
+}
+
+// endCalls fails the calls in flight: no answer will come.
+func (c *lineConn) endCalls(err error) {
+	c.callMu.Lock()
+	defer c.callMu.Unlock()
+	if c.ended == nil {
+		c.ended = err
+	}
+	for key, ch := range c.calls {
+		ch <- &jsonrpc.Response{Error: err}
+		delete(c.calls, key)
+	}
 }
 
 // SessionID is empty: a stdio connection has no session id.

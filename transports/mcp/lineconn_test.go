@@ -384,3 +384,128 @@ func TestLineConnWithSDK(t *testing.T) {
 		t.Errorf("Close: %v", err)
 	}
 }
+
+// TestDecodeCallToolResultMatchesSDK: the plain decode gives what the
+// SDK's decoder gives, and takes the text-only results.
+func TestDecodeCallToolResultMatchesSDK(t *testing.T) {
+	for _, c := range []struct {
+		raw   string
+		plain bool
+	}{
+		{`{"content":[{"type":"text","text":"Echo: hi"}]}`, true},
+		{`{"content":[{"type":"text","text":"a"},{"type":"text","text":"b\n\u00e9"}],"isError":true}`, true},
+		{`{"content":[],"isError":false}`, true},
+		{`{"content":[{"type":"text","text":"a","annotations":{"priority":1}}]}`, false},
+		{`{"content":[{"type":"image","data":"AAAA","mimeType":"image/png"}]}`, false},
+		{`{"content":[{"type":"text","text":"a"}],"structuredContent":{"x":1}}`, false},
+		{`{"content":[{"type":"text","text":"a"}],"_meta":{"k":"v"}}`, false},
+		{`{"isError":true}`, false},
+		{`{"content":null}`, false},
+		{`{"content":[{"type":"text","text":null}]}`, false},
+	} {
+		want := &sdk.CallToolResult{}
+		wantErr := json.Unmarshal([]byte(c.raw), want)
+		got, err := decodeCallToolResult(json.RawMessage(c.raw))
+		if (err == nil) != (wantErr == nil) {
+			t.Errorf("%s: error %v, the SDK's %v", c.raw, err, wantErr)
+			continue
+		}
+		if err == nil {
+			if diff := cmp.Diff(want, got, cmp.AllowUnexported(sdk.CallToolResult{})); diff != "" {
+				t.Errorf("%s (-SDK +plain):\n%s", c.raw, diff)
+			}
+		}
+		if _, plain := plainToolResult(json.RawMessage(c.raw)); plain != c.plain {
+			t.Errorf("%s: plain %v, want %v", c.raw, plain, c.plain)
+		}
+	}
+}
+
+// TestLineConnCall: the connection's own call writes a request with an
+// id of its own, takes its answer off the stream (the SDK's reader never
+// sees it), wraps an error answer as the SDK does, tells the server when
+// the caller gives up, and ends with sdk.ErrConnectionClosed on Close.
+func TestLineConnCall(t *testing.T) {
+	c, srv, out := pipeConn(t, 0, nil)
+	sdkSaw := make(chan jsonrpc.Message, 10)
+	go func() {
+		for {
+			msg, err := c.Read(context.Background())
+			if err != nil {
+				return
+			}
+			sdkSaw <- msg
+		}
+	}()
+	serve := func(answer func(id string) string) string {
+		line, err := readLineFrom(out)
+		if err != nil {
+			t.Error(err)
+			return ""
+		}
+		var req struct {
+			ID     string          `json:"id"`
+			Method string          `json:"method"`
+			Params json.RawMessage `json:"params"`
+		}
+		if err := json.Unmarshal([]byte(line), &req); err != nil {
+			t.Errorf("%s: %v", line, err)
+		}
+		if a := answer(req.ID); a != "" {
+			io.WriteString(srv, a+"\n")
+		}
+		return line
+	}
+	ctx := context.Background()
+	wires := make(chan string, 1)
+	go func() {
+		wires <- serve(func(id string) string {
+			return `{"jsonrpc":"2.0","id":7,"result":{}}` + "\n" + `{"jsonrpc":"2.0","id":"` + id + `","result":{"content":[]}}`
+		})
+	}()
+	res, err := c.call(ctx, "tools/call", &sdk.CallToolParams{Name: "echo", Arguments: map[string]any{"m": "<&>"}})
+	if err != nil || string(res) != `{"content":[]}` {
+		t.Fatalf("call = %s, %v", res, err)
+	}
+	if wire, want := <-wires, `{"jsonrpc":"2.0","id":"utcpd-1","method":"tools/call","params":{"name":"echo","arguments":{"m":"<&>"}}}`; wire != want {
+		t.Errorf("wrote %s, want %s", wire, want)
+	}
+	if msg := <-sdkSaw; msg.(*jsonrpc.Response).ID.Raw() != int64(7) {
+		t.Errorf("the SDK's reader got %v, want only the answer to its own request", msg)
+	}
+
+	go serve(func(id string) string {
+		return `{"jsonrpc":"2.0","id":"` + id + `","error":{"code":-32602,"message":"Unknown tool: nope"}}`
+	})
+	_, err = c.call(ctx, "tools/call", &sdk.CallToolParams{Name: "nope"})
+	var we *jsonrpc.Error
+	if !errors.As(err, &we) || we.Code != -32602 || err.Error() != `calling "tools/call": Unknown tool: nope` {
+		t.Errorf("error answer: %v", err)
+	}
+
+	cctx, cancel := context.WithCancel(ctx)
+	cancelled := make(chan string, 1)
+	go func() {
+		serve(func(string) string { cancel(); return "" })
+		cancelled <- serve(func(string) string { return "" })
+	}()
+	if _, err := c.call(cctx, "tools/call", &sdk.CallToolParams{Name: "slow"}); !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled call: %v", err)
+	}
+	if got, want := <-cancelled, `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"reason":"context canceled","requestId":"utcpd-3"}}`; got != want {
+		t.Errorf("wrote %s, want %s", got, want)
+	}
+
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.call(ctx, "tools/call", &sdk.CallToolParams{Name: "slow"})
+		done <- err
+	}()
+	serve(func(string) string { c.Close(); return "" })
+	if err := <-done; !errors.Is(err, sdk.ErrConnectionClosed) {
+		t.Errorf("call ended by Close: %v", err)
+	}
+	if _, err := c.call(ctx, "tools/call", &sdk.CallToolParams{Name: "late"}); !errors.Is(err, sdk.ErrConnectionClosed) {
+		t.Errorf("call after Close: %v", err)
+	}
+}

@@ -310,3 +310,52 @@ func (st *stream) Close() error {
 	<-st.done
 	return nil
 }
+
+// decodeCallToolResult decodes a tools/call result as the SDK's session
+// does. The usual result, text blocks alone and perhaps isError, is
+// decoded with encoding/json (the SDK's decoder allocates a 32 KiB
+// buffer per value); any other shape (another block type, annotations,
+// _meta, structuredContent, any other key) by the SDK's own decoder.
+func decodeCallToolResult(raw json.RawMessage) (*sdk.CallToolResult, error) {
+	if res, ok := plainToolResult(raw); ok {
+		return res, nil
+	}
+	res := &sdk.CallToolResult{}
+	if err := json.Unmarshal(raw, res); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+func plainToolResult(raw json.RawMessage) (*sdk.CallToolResult, bool) {
+	var top map[string]json.RawMessage
+	if json.Unmarshal(raw, &top) != nil {
+		return nil, false
+	}
+	res := &sdk.CallToolResult{}
+	for k, v := range top {
+		switch k {
+		case "content":
+			var blocks []map[string]json.RawMessage
+			if json.Unmarshal(v, &blocks) != nil || blocks == nil {
+				return nil, false
+			}
+			res.Content = make([]sdk.Content, 0, len(blocks))
+			for _, b := range blocks {
+				var typ, text string
+				if len(b) != 2 || json.Unmarshal(b["type"], &typ) != nil || typ != "text" ||
+					b["text"] == nil || json.Unmarshal(b["text"], &text) != nil || string(b["text"]) == "null" {
+					return nil, false
+				}
+				res.Content = append(res.Content, &sdk.TextContent{Text: text})
+			}
+		case "isError":
+			if string(v) == "null" || json.Unmarshal(v, &res.IsError) != nil {
+				return nil, false
+			}
+		default:
+			return nil, false
+		}
+	}
+	return res, res.Content != nil
+}

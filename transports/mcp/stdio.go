@@ -32,8 +32,8 @@ func (s *server) connectStdio(ctx context.Context, sess *session) error {
 		return err
 	}
 	sess.proc = p
-	tr := lineTransport{newLineConn(p.stdout, stdinWriter{p.stdin}, s.t.cfg.maxMessage, sess.tapMessage)}
-	cs, err := s.newClient(sess).Connect(ctx, tr, s.sessionOptions())
+	sess.line = newLineConn(p.stdout, stdinWriter{p.stdin}, s.t.cfg.maxMessage, sess.tapMessage)
+	cs, err := s.newClient(sess).Connect(ctx, lineTransport{sess.line}, s.sessionOptions())
 	if err != nil {
 		return fmt.Errorf("mcp: %s: MCP handshake with %s: %w", s.what(), s.cfg.Command, err)
 	}
