@@ -402,6 +402,17 @@ func TestDecodeCallToolResultMatchesSDK(t *testing.T) {
 		{`{"isError":true}`, false},
 		{`{"content":null}`, false},
 		{`{"content":[{"type":"text","text":null}]}`, false},
+		{` { "content" : [ { "text" : "x\"y\\z\u00e9" , "type" : "text" } , {"type":"text","text":""} ] , "isError" : false } `, true},
+		{`{"content":[{"type":"text","text":"a","type":"image"}]}`, false},
+		{`{"content":[{"type":"text","text":"a"}],"content":[]}`, false},
+		{`{"content":[{"type":"text"}]}`, false},
+		{`{"content":[{"type":"text","text":1}]}`, false},
+		{`{"content":[1]}`, false},
+		{`{"content":{}}`, false},
+		{`{"content":[],"isError":"yes"}`, false},
+		{`{"content":[],"isError":null}`, false},
+		{`{"content":[]`, false},
+		{`[]`, false},
 	} {
 		want := &sdk.CallToolResult{}
 		wantErr := json.Unmarshal([]byte(c.raw), want)

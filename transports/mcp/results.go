@@ -327,35 +327,102 @@ func decodeCallToolResult(raw json.RawMessage) (*sdk.CallToolResult, error) {
 	return res, nil
 }
 
+// plainToolResult decodes a result of text blocks alone with the line
+// connection's scanner: false for any other shape.
 func plainToolResult(raw json.RawMessage) (*sdk.CallToolResult, bool) {
-	var top map[string]json.RawMessage
-	if json.Unmarshal(raw, &top) != nil {
+	if !json.Valid(raw) {
 		return nil, false
 	}
 	res := &sdk.CallToolResult{}
-	for k, v := range top {
-		switch k {
+	ok := eachKey(raw, skipWS(raw, 0), func(key, v []byte) bool {
+		switch string(key) {
 		case "content":
-			var blocks []map[string]json.RawMessage
-			if json.Unmarshal(v, &blocks) != nil || blocks == nil {
-				return nil, false
+			if v[0] != '[' || res.Content != nil {
+				return false
 			}
-			res.Content = make([]sdk.Content, 0, len(blocks))
-			for _, b := range blocks {
-				var typ, text string
-				if len(b) != 2 || json.Unmarshal(b["type"], &typ) != nil || typ != "text" ||
-					b["text"] == nil || json.Unmarshal(b["text"], &text) != nil || string(b["text"]) == "null" {
-					return nil, false
+			res.Content = []sdk.Content{}
+			for i := skipWS(v, 1); v[i] != ']'; {
+				end, _ := skipValue(v, i)
+				var typ, text []byte
+				if !eachKey(v[:end], i, func(k, bv []byte) bool {
+					switch string(k) {
+					case "type":
+						typ = bv
+					case "text":
+						text = bv
+					default:
+						return false
+					}
+					return true
+				}) || string(typ) != `"text"` || len(text) == 0 || text[0] != '"' {
+					return false
 				}
-				res.Content = append(res.Content, &sdk.TextContent{Text: text})
+				var t string
+				if body, plain := plainString(text); plain {
+					t = string(body)
+				} else if json.Unmarshal(text, &t) != nil {
+					return false
+				}
+				res.Content = append(res.Content, &sdk.TextContent{Text: t})
+				i = skipWS(v, end)
+				if v[i] == ',' {
+					i = skipWS(v, i+1)
+				}
 			}
+			return true
 		case "isError":
-			if string(v) == "null" || json.Unmarshal(v, &res.IsError) != nil {
-				return nil, false
+			switch string(v) {
+			case "true":
+				res.IsError = true
+			case "false":
+				res.IsError = false
+			default:
+				return false
 			}
-		default:
-			return nil, false
+			return true
 		}
+		return false
+	})
+	return res, ok && res.Content != nil
+}
+
+// eachKey calls fn with each key (without escapes) and value of the valid
+// JSON object at d[i], false as soon as fn is, or for a key with an
+// escape or a repeated one, or when d[i] is no object.
+func eachKey(d []byte, i int, fn func(key, value []byte) bool) bool {
+	if i >= len(d) || d[i] != '{' {
+		return false
 	}
-	return res, res.Content != nil
+	var seenBuf [8][]byte
+	seen := seenBuf[:0]
+	for i++; ; {
+		i = skipWS(d, i)
+		if d[i] == '}' {
+			return true
+		}
+		if d[i] == ',' {
+			i = skipWS(d, i+1)
+		}
+		ks := i + 1
+		ke := ks
+		for d[ke] != '"' {
+			if d[ke] == '\\' {
+				return false
+			}
+			ke++
+		}
+		key := d[ks:ke]
+		for _, k := range seen {
+			if bytes.Equal(k, key) {
+				return false
+			}
+		}
+		seen = append(seen, key)
+		vs := skipWS(d, skipWS(d, ke+1)+1)
+		ve, _ := skipValue(d, vs)
+		if !fn(key, d[vs:ve]) {
+			return false
+		}
+		i = ve
+	}
 }
