@@ -15,6 +15,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/utcpd/utcpd/internal/jsonx"
 )
 
 // lineConn is a stdio server's standard output and input as the SDK
@@ -252,7 +254,7 @@ const maxDepth = 1000
 // returns nil for anything else (an error answer, a null, a
 // duplicate key, a malformed message), for the SDK's decoder to decide.
 func decodeFast(d []byte) jsonrpc.Message {
-	i := skipWS(d, 0)
+	i := jsonx.SkipSpace(d, 0)
 	if i >= len(d) || d[i] != '{' {
 		return nil
 	}
@@ -272,12 +274,12 @@ func decodeFast(d []byte) jsonrpc.Message {
 	)
 	i++
 	for {
-		i = skipWS(d, i)
+		i = jsonx.SkipSpace(d, i)
 		if d[i] == '}' {
 			break
 		}
 		if d[i] == ',' {
-			i = skipWS(d, i+1)
+			i = jsonx.SkipSpace(d, i+1)
 		}
 		ks := i + 1
 		ke := ks
@@ -287,9 +289,9 @@ func decodeFast(d []byte) jsonrpc.Message {
 			}
 			ke++
 		}
-		i = skipWS(d, ke+1) + 1 // past ':'
-		vs := skipWS(d, i)
-		ve, depth := skipValue(d, vs)
+		i = jsonx.SkipSpace(d, ke+1) + 1 // past ':'
+		vs := jsonx.SkipSpace(d, i)
+		ve, depth := jsonx.SkipValue(d, vs)
 		if depth+1 > maxDepth {
 			return nil
 		}
@@ -326,7 +328,7 @@ func decodeFast(d []byte) jsonrpc.Message {
 		return nil
 	}
 	if hasMethod {
-		name, ok := plainString(method)
+		name, ok := jsonx.PlainString(method)
 		if !ok {
 			return nil
 		}
@@ -354,7 +356,7 @@ func fastID(v []byte) (jsonrpc.ID, bool) {
 		return jsonrpc.ID{}, true
 	}
 	if v[0] == '"' {
-		s, ok := plainString(v)
+		s, ok := jsonx.PlainString(v)
 		if !ok {
 			return jsonrpc.ID{}, false
 		}
@@ -381,14 +383,6 @@ func fastID(v []byte) (jsonrpc.ID, bool) {
 	return id, err == nil
 }
 
-// plainString returns the contents of a JSON string without escapes.
-func plainString(v []byte) ([]byte, bool) {
-	if len(v) < 2 || v[0] != '"' || bytes.IndexByte(v, '\\') >= 0 {
-		return nil, false
-	}
-	return v[1 : len(v)-1], true
-}
-
 // internMethod returns the method name, without allocating for the
 // methods a server sends all the time.
 func internMethod(b []byte) string {
@@ -409,70 +403,6 @@ func internMethod(b []byte) string {
 		return "roots/list"
 	}
 	return string(b)
-}
-
-func skipWS(d []byte, i int) int {
-	for i < len(d) && (d[i] == ' ' || d[i] == '\t' || d[i] == '\n' || d[i] == '\r') {
-		i++
-	}
-	return i
-}
-
-// skipValue returns the end of the valid JSON value at d[i] and how
-// deeply it nests objects and arrays.
-func skipValue(d []byte, i int) (end, depth int) {
-	level := 0
-	for ; i < len(d); i++ {
-		switch d[i] {
-		case '"':
-			i = skipString(d, i)
-			if level == 0 {
-				return i, depth
-			}
-			i--
-			continue
-		case '{', '[':
-			level++
-			depth = max(depth, level)
-			continue
-		case '}', ']':
-			level--
-			if level == 0 {
-				return i + 1, depth
-			}
-			continue
-		}
-		if level == 0 {
-			// A number or a literal.
-			j := i
-			for j < len(d) && !delimiter(d[j]) {
-				j++
-			}
-			return j, 0
-		}
-	}
-	return i, depth
-}
-
-func delimiter(b byte) bool {
-	switch b {
-	case ',', '}', ']', ' ', '\t', '\r', '\n':
-		return true
-	}
-	return false
-}
-
-// skipString returns the index past the string starting at d[i].
-func skipString(d []byte, i int) int {
-	for i++; i < len(d); i++ {
-		switch d[i] {
-		case '\\':
-			i++
-		case '"':
-			return i + 1
-		}
-	}
-	return i
 }
 
 // Read returns the next message, as the SDK's ioConn does; the answers

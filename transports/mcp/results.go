@@ -12,6 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/utcpd/utcpd/internal/jsonx"
 	"github.com/utcpd/utcpd/transports"
 	"github.com/utcpd/utcpd/utcp"
 )
@@ -327,49 +328,24 @@ func decodeCallToolResult(raw json.RawMessage) (*sdk.CallToolResult, error) {
 	return res, nil
 }
 
-// plainToolResult decodes a result of text blocks alone with the line
-// connection's scanner: false for any other shape.
+// plainToolResult decodes a result of text blocks alone with
+// jsonx's scanner: false for any other shape.
 func plainToolResult(raw json.RawMessage) (*sdk.CallToolResult, bool) {
 	if !json.Valid(raw) {
 		return nil, false
 	}
 	res := &sdk.CallToolResult{}
-	ok := eachKey(raw, skipWS(raw, 0), func(key, v []byte) bool {
+	ok := jsonx.EachField(raw, jsonx.SkipSpace(raw, 0), func(key, v []byte) bool {
 		switch string(key) {
 		case "content":
-			if v[0] != '[' || res.Content != nil {
-				return false
-			}
 			res.Content = []sdk.Content{}
-			for i := skipWS(v, 1); v[i] != ']'; {
-				end, _ := skipValue(v, i)
-				var typ, text []byte
-				if !eachKey(v[:end], i, func(k, bv []byte) bool {
-					switch string(k) {
-					case "type":
-						typ = bv
-					case "text":
-						text = bv
-					default:
-						return false
-					}
-					return true
-				}) || string(typ) != `"text"` || len(text) == 0 || text[0] != '"' {
-					return false
+			return jsonx.EachElement(v, 0, func(block []byte) bool {
+				t, ok := textBlock(block)
+				if ok {
+					res.Content = append(res.Content, &sdk.TextContent{Text: t})
 				}
-				var t string
-				if body, plain := plainString(text); plain {
-					t = string(body)
-				} else if json.Unmarshal(text, &t) != nil {
-					return false
-				}
-				res.Content = append(res.Content, &sdk.TextContent{Text: t})
-				i = skipWS(v, end)
-				if v[i] == ',' {
-					i = skipWS(v, i+1)
-				}
-			}
-			return true
+				return ok
+			})
 		case "isError":
 			switch string(v) {
 			case "true":
@@ -386,43 +362,29 @@ func plainToolResult(raw json.RawMessage) (*sdk.CallToolResult, bool) {
 	return res, ok && res.Content != nil
 }
 
-// eachKey calls fn with each key (without escapes) and value of the valid
-// JSON object at d[i], false as soon as fn is, or for a key with an
-// escape or a repeated one, or when d[i] is no object.
-func eachKey(d []byte, i int, fn func(key, value []byte) bool) bool {
-	if i >= len(d) || d[i] != '{' {
-		return false
-	}
-	var seenBuf [8][]byte
-	seen := seenBuf[:0]
-	for i++; ; {
-		i = skipWS(d, i)
-		if d[i] == '}' {
-			return true
-		}
-		if d[i] == ',' {
-			i = skipWS(d, i+1)
-		}
-		ks := i + 1
-		ke := ks
-		for d[ke] != '"' {
-			if d[ke] == '\\' {
-				return false
-			}
-			ke++
-		}
-		key := d[ks:ke]
-		for _, k := range seen {
-			if bytes.Equal(k, key) {
-				return false
-			}
-		}
-		seen = append(seen, key)
-		vs := skipWS(d, skipWS(d, ke+1)+1)
-		ve, _ := skipValue(d, vs)
-		if !fn(key, d[vs:ve]) {
+// textBlock returns the text of {"type":"text","text":"..."}, keys in
+// either order; false for any other block.
+func textBlock(block []byte) (string, bool) {
+	var typ, text []byte
+	if !jsonx.EachField(block, 0, func(k, v []byte) bool {
+		switch string(k) {
+		case "type":
+			typ = v
+		case "text":
+			text = v
+		default:
 			return false
 		}
-		i = ve
+		return true
+	}) || string(typ) != `"text"` || len(text) == 0 || text[0] != '"' {
+		return "", false
 	}
+	if body, plain := jsonx.PlainString(text); plain {
+		return string(body), true
+	}
+	var t string
+	if json.Unmarshal(text, &t) != nil {
+		return "", false
+	}
+	return t, true
 }
