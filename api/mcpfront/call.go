@@ -15,6 +15,7 @@ import (
 
 	"github.com/utcpd/utcpd/api/httpx"
 	"github.com/utcpd/utcpd/gateway"
+	"github.com/utcpd/utcpd/internal/jsonx"
 	"github.com/utcpd/utcpd/internal/tracing"
 	"github.com/utcpd/utcpd/utcp"
 )
@@ -236,39 +237,68 @@ func nativeResult(raw json.RawMessage) (*mcp.CallToolResult, bool) {
 // other shape (a block of another type, or with annotations or _meta; a
 // _meta on the result; any other key), which the SDK decodes.
 func plainTextResult(raw json.RawMessage) (*mcp.CallToolResult, bool) {
-	var top map[string]json.RawMessage
-	if json.Unmarshal(raw, &top) != nil {
+	if !json.Valid(raw) {
 		return nil, false
 	}
 	res := &mcp.CallToolResult{Content: []mcp.Content{}}
-	for k, v := range top {
-		switch k {
+	ok := jsonx.EachField(raw, jsonx.SkipSpace(raw, 0), func(k, v []byte) bool {
+		switch string(k) {
 		case "content":
-			var blocks []map[string]json.RawMessage
-			if json.Unmarshal(v, &blocks) != nil {
-				return nil, false
+			if string(v) == "null" {
+				return true
 			}
-			for _, b := range blocks {
-				var typ, text string
-				if len(b) != 2 || json.Unmarshal(b["type"], &typ) != nil || typ != "text" ||
-					b["text"] == nil || json.Unmarshal(b["text"], &text) != nil {
-					return nil, false
+			return jsonx.EachElement(v, 0, func(block []byte) bool {
+				text, ok := textBlock(block)
+				if ok {
+					res.Content = append(res.Content, &mcp.TextContent{Text: text})
 				}
-				res.Content = append(res.Content, &mcp.TextContent{Text: text})
-			}
+				return ok
+			})
 		case "isError":
-			if json.Unmarshal(v, &res.IsError) != nil {
-				return nil, false
+			switch string(v) {
+			case "true":
+				res.IsError = true
+			case "false", "null":
+			default:
+				return false
 			}
+			return true
 		case "structuredContent":
-			if t := bytes.TrimSpace(v); len(t) > 0 && !bytes.Equal(t, []byte("null")) {
-				res.StructuredContent = v
+			if string(v) != "null" {
+				res.StructuredContent = json.RawMessage(v)
 			}
-		default:
-			return nil, false
+			return true
 		}
+		return false
+	})
+	return res, ok
+}
+
+// textBlock returns the text of {"type":"text","text":"..."}, keys in
+// either order; false for any other block.
+func textBlock(block []byte) (string, bool) {
+	var typ, text []byte
+	if !jsonx.EachField(block, 0, func(k, v []byte) bool {
+		switch string(k) {
+		case "type":
+			typ = v
+		case "text":
+			text = v
+		default:
+			return false
+		}
+		return true
+	}) || string(typ) != `"text"` || len(text) == 0 || text[0] != '"' {
+		return "", false
 	}
-	return res, true
+	if body, plain := jsonx.PlainString(text); plain {
+		return string(body), true
+	}
+	var t string
+	if json.Unmarshal(text, &t) != nil {
+		return "", false
+	}
+	return t, true
 }
 
 // principal names the caller: the API key's principal over HTTP, else

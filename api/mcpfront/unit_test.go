@@ -216,6 +216,7 @@ func TestPlainTextResult(t *testing.T) {
 		`{"content":null}`,
 		`{"content":[{"type":"text","text":"x"}],"structuredContent":{"sum":3, "z":[1,2]}}`,
 		`{"content":[{"type":"text","text":"x"}],"structuredContent":null}`,
+		` { "isError" : null , "content" : [ { "text" : "q\"\\\u00e9" , "type" : "text" } ] } `,
 	} {
 		res, ok := plainTextResult(json.RawMessage(raw))
 		if !ok {
@@ -238,6 +239,9 @@ func TestPlainTextResult(t *testing.T) {
 		`{"content":[],"other":1}`,
 		`[1]`,
 		`not json`,
+		`{"content":[{"type":"text","text":"x","text":"y"}]}`,
+		`{"content":[],"content":[]}`,
+		`{"content":[{"type":"text","text":"x"}`,
 	} {
 		if _, ok := plainTextResult(json.RawMessage(raw)); ok {
 			t.Errorf("plainTextResult(%s) took a result that is not plain text", raw)

@@ -3,7 +3,9 @@
 // numbers kept as json.Number (DecodeValue, DecodeOptional) and its fast
 // path for plain JSON (DecodePlain), rendering an argument as text
 // (ArgString), whether an object sets a field to null (ExplicitNull), and
-// the excerpt of a payload quoted in an error message (Excerpt).
+// the excerpt of a payload quoted in an error message (Excerpt), and a
+// scanner over the fields and elements of valid JSON (EachField,
+// EachElement, SkipValue, PlainString) for the hot MCP paths.
 package jsonx
 
 import (

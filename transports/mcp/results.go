@@ -12,6 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/utcpd/utcpd/internal/jsonx"
 	"github.com/utcpd/utcpd/transports"
 	"github.com/utcpd/utcpd/utcp"
 )
@@ -309,4 +310,81 @@ func (st *stream) Close() error {
 	})
 	<-st.done
 	return nil
+}
+
+// decodeCallToolResult decodes a tools/call result as the SDK's session
+// does. The usual result, text blocks alone and perhaps isError, is
+// decoded with encoding/json (the SDK's decoder allocates a 32 KiB
+// buffer per value); any other shape (another block type, annotations,
+// _meta, structuredContent, any other key) by the SDK's own decoder.
+func decodeCallToolResult(raw json.RawMessage) (*sdk.CallToolResult, error) {
+	if res, ok := plainToolResult(raw); ok {
+		return res, nil
+	}
+	res := &sdk.CallToolResult{}
+	if err := json.Unmarshal(raw, res); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// plainToolResult decodes a result of text blocks alone with
+// jsonx's scanner: false for any other shape.
+func plainToolResult(raw json.RawMessage) (*sdk.CallToolResult, bool) {
+	if !json.Valid(raw) {
+		return nil, false
+	}
+	res := &sdk.CallToolResult{}
+	ok := jsonx.EachField(raw, jsonx.SkipSpace(raw, 0), func(key, v []byte) bool {
+		switch string(key) {
+		case "content":
+			res.Content = []sdk.Content{}
+			return jsonx.EachElement(v, 0, func(block []byte) bool {
+				t, ok := textBlock(block)
+				if ok {
+					res.Content = append(res.Content, &sdk.TextContent{Text: t})
+				}
+				return ok
+			})
+		case "isError":
+			switch string(v) {
+			case "true":
+				res.IsError = true
+			case "false":
+				res.IsError = false
+			default:
+				return false
+			}
+			return true
+		}
+		return false
+	})
+	return res, ok && res.Content != nil
+}
+
+// textBlock returns the text of {"type":"text","text":"..."}, keys in
+// either order; false for any other block.
+func textBlock(block []byte) (string, bool) {
+	var typ, text []byte
+	if !jsonx.EachField(block, 0, func(k, v []byte) bool {
+		switch string(k) {
+		case "type":
+			typ = v
+		case "text":
+			text = v
+		default:
+			return false
+		}
+		return true
+	}) || string(typ) != `"text"` || len(text) == 0 || text[0] != '"' {
+		return "", false
+	}
+	if body, plain := jsonx.PlainString(text); plain {
+		return string(body), true
+	}
+	var t string
+	if json.Unmarshal(text, &t) != nil {
+		return "", false
+	}
+	return t, true
 }

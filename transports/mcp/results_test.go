@@ -1,6 +1,8 @@
 package mcp
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -112,9 +114,19 @@ func TestTapsSplitAnywhere(t *testing.T) {
 		tap  func(r io.ReadCloser, fn func([]byte)) io.Reader
 	}{
 		{"stdio", progress + "\n" + other + "\n", func(r io.ReadCloser, fn func([]byte)) io.Reader {
-			f, w, _ := os.Pipe()
-			go func() { _, _ = io.Copy(w, r); w.Close() }()
-			return &lineTap{r: f, fn: fn}
+			// The stdio connection reads the messages itself: the
+			// stream it passes on is the messages it read, re-encoded.
+			c := newLineConn(r, nopWriteCloser{}, 0, fn)
+			var out bytes.Buffer
+			for {
+				msg, err := c.Read(context.Background())
+				if err != nil {
+					break
+				}
+				data, _ := jsonrpc.EncodeMessage(msg)
+				out.Write(append(data, '\n'))
+			}
+			return &out
 		}},
 		{"sse", "id: 1\ndata: \n\nevent: message\ndata: " + progress + "\r\n\r\nevent: message\ndata: " + other + "\n\n", func(r io.ReadCloser, fn func([]byte)) io.Reader {
 			return &sseTap{rc: r, fn: fn}
@@ -147,3 +159,8 @@ func (o oneByte) Read(p []byte) (int, error) {
 	}
 	return o.r.Read(p[:1])
 }
+
+type nopWriteCloser struct{}
+
+func (nopWriteCloser) Write(p []byte) (int, error) { return len(p), nil }
+func (nopWriteCloser) Close() error                { return nil }

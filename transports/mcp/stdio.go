@@ -14,8 +14,6 @@ import (
 	"syscall"
 	"time"
 
-	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
-
 	"github.com/utcpd/utcpd/transports/internal/procenv"
 	"github.com/utcpd/utcpd/utcp"
 )
@@ -34,12 +32,8 @@ func (s *server) connectStdio(ctx context.Context, sess *session) error {
 		return err
 	}
 	sess.proc = p
-	tr := &sdk.IOTransport{
-		Reader:        &lineTap{r: p.stdout, fn: sess.tapMessage},
-		Writer:        stdinWriter{p.stdin},
-		MaxLineLength: s.t.cfg.maxMessage,
-	}
-	cs, err := s.newClient(sess).Connect(ctx, tr, s.sessionOptions())
+	sess.line = newLineConn(p.stdout, stdinWriter{p.stdin}, s.t.cfg.maxMessage, sess.tapMessage)
+	cs, err := s.newClient(sess).Connect(ctx, lineTransport{sess.line}, s.sessionOptions())
 	if err != nil {
 		return fmt.Errorf("mcp: %s: MCP handshake with %s: %w", s.what(), s.cfg.Command, err)
 	}
@@ -311,48 +305,6 @@ func (d deadlineEOF) Read(b []byte) (int, error) {
 	}
 	return n, err
 }
-
-// lineTap passes a stdio server's standard output through to the SDK and
-// shows each complete line (message) to fn first.
-type lineTap struct {
-	r    *os.File
-	fn   func([]byte)
-	line []byte
-	over bool
-}
-
-func (t *lineTap) Read(p []byte) (int, error) {
-	n, err := t.r.Read(p)
-	if errors.Is(err, os.ErrDeadlineExceeded) {
-		err = io.EOF
-	}
-	b := p[:n]
-	for len(b) > 0 {
-		i := bytes.IndexByte(b, '\n')
-		seg := b
-		if i >= 0 {
-			seg = b[:i]
-		}
-		if !t.over {
-			if len(t.line)+len(seg) > tapLimit {
-				t.over = true
-			} else {
-				t.line = append(t.line, seg...)
-			}
-		}
-		if i < 0 {
-			break
-		}
-		if !t.over {
-			t.fn(t.line)
-		}
-		t.line, t.over = t.line[:0], false
-		b = b[i+1:]
-	}
-	return n, err
-}
-
-func (t *lineTap) Close() error { return t.r.Close() }
 
 // environment builds a stdio server's environment: the inherited
 // variables, then env.

@@ -1,0 +1,153 @@
+package jsonx
+
+import "bytes"
+
+// The scanner below walks JSON that json.Valid has accepted, to read a
+// message's or a result's top-level fields without decoding the rest:
+// the MCP paths use it to skip the SDK's decoder (and its 32 KiB buffer
+// per value) for the shapes they meet on every call. On bytes that are
+// not valid JSON its results mean nothing.
+
+// SkipSpace returns the index of the first byte at or after i that is
+// not JSON white space.
+func SkipSpace(d []byte, i int) int {
+	for i < len(d) && (d[i] == ' ' || d[i] == '\t' || d[i] == '\n' || d[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// SkipValue returns the end of the valid JSON value starting at d[i] and
+// how deeply it nests objects and arrays (0 for a scalar).
+func SkipValue(d []byte, i int) (end, depth int) {
+	level := 0
+	for ; i < len(d); i++ {
+		switch d[i] {
+		case '"':
+			i = skipString(d, i)
+			if level == 0 {
+				return i, depth
+			}
+			i--
+			continue
+		case '{', '[':
+			level++
+			depth = max(depth, level)
+			continue
+		case '}', ']':
+			level--
+			if level == 0 {
+				return i + 1, depth
+			}
+			continue
+		}
+		if level == 0 {
+			// A number or a literal.
+			j := i
+			for j < len(d) && !delimiter(d[j]) {
+				j++
+			}
+			return j, 0
+		}
+	}
+	return i, depth
+}
+
+func delimiter(b byte) bool {
+	switch b {
+	case ',', '}', ']', ' ', '\t', '\r', '\n':
+		return true
+	}
+	return false
+}
+
+// skipString returns the index past the string starting at d[i].
+func skipString(d []byte, i int) int {
+	for i++; i < len(d); i++ {
+		switch d[i] {
+		case '\\':
+			i++
+		case '"':
+			return i + 1
+		}
+	}
+	return i
+}
+
+// EachField calls fn with each key and value (its bytes) of the valid
+// JSON object starting at d[i], in order. It returns false as soon as fn
+// does, for a key with an escape (its bytes are not its text) or one
+// repeated (encoding/json keeps the last, which the caller would have to
+// mirror), and when d[i] is no object; true once the object ends.
+func EachField(d []byte, i int, fn func(key, value []byte) bool) bool {
+	if i >= len(d) || d[i] != '{' {
+		return false
+	}
+	var seenBuf [8][]byte
+	seen := seenBuf[:0]
+	for i++; ; {
+		i = SkipSpace(d, i)
+		if i >= len(d) {
+			return false
+		}
+		if d[i] == '}' {
+			return true
+		}
+		if d[i] == ',' {
+			i = SkipSpace(d, i+1)
+		}
+		ks := i + 1
+		ke := ks
+		for ke < len(d) && d[ke] != '"' {
+			if d[ke] == '\\' {
+				return false
+			}
+			ke++
+		}
+		if ke >= len(d) {
+			return false
+		}
+		key := d[ks:ke]
+		for _, k := range seen {
+			if bytes.Equal(k, key) {
+				return false
+			}
+		}
+		seen = append(seen, key)
+		vs := SkipSpace(d, SkipSpace(d, ke+1)+1)
+		ve, _ := SkipValue(d, vs)
+		if !fn(key, d[vs:ve]) {
+			return false
+		}
+		i = ve
+	}
+}
+
+// EachElement calls fn with each element (its bytes) of the valid JSON
+// array starting at d[i]; false as soon as fn is, or when d[i] is no
+// array.
+func EachElement(d []byte, i int, fn func(value []byte) bool) bool {
+	if i >= len(d) || d[i] != '[' {
+		return false
+	}
+	for i = SkipSpace(d, i+1); i < len(d) && d[i] != ']'; {
+		end, _ := SkipValue(d, i)
+		if !fn(d[i:end]) {
+			return false
+		}
+		i = SkipSpace(d, end)
+		if i < len(d) && d[i] == ',' {
+			i = SkipSpace(d, i+1)
+		}
+	}
+	return i < len(d)
+}
+
+// PlainString returns the text of a JSON string without escapes; false
+// for anything else.
+func PlainString(v []byte) ([]byte, bool) {
+	if len(v) < 2 || v[0] != '"' || v[len(v)-1] != '"' || bytes.IndexByte(v, '\\') >= 0 {
+		return nil, false
+	}
+	return v[1 : len(v)-1], true
+}

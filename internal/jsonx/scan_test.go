@@ -1,0 +1,75 @@
+package jsonx_test
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/utcpd/utcpd/internal/jsonx"
+)
+
+// TestEachField: the fields of an object as encoding/json sees them,
+// whatever the spacing, strings and nesting; refused when a key has an
+// escape or repeats, or the value is no object.
+func TestEachField(t *testing.T) {
+	for _, in := range []string{
+		`{}`, ` { } `, `{"a":1}`, `{ "a" : "x\"}]" , "b" : [1, {"c": [true, null]}], "d" : -1.5e3 , "e": {} }`,
+		`{"s":"\\","t":"ü","n":null,"f":false}`, `{"deep":` + strings.Repeat("[", 50) + strings.Repeat("]", 50) + `}`,
+	} {
+		var want map[string]json.RawMessage
+		if err := json.Unmarshal([]byte(in), &want); err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]json.RawMessage{}
+		if !jsonx.EachField([]byte(in), jsonx.SkipSpace([]byte(in), 0), func(k, v []byte) bool {
+			got[string(k)] = append(json.RawMessage(nil), v...)
+			return true
+		}) {
+			t.Errorf("%s: refused", in)
+			continue
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("%s (-encoding/json +EachField):\n%s", in, diff)
+		}
+	}
+	for _, in := range []string{`{"a":1,"a":2}`, `{"a\u0062":1}`, `[1]`, `"s"`, `{"a":1`} {
+		if jsonx.EachField([]byte(in), 0, func(k, v []byte) bool { return true }) {
+			t.Errorf("%s: accepted", in)
+		}
+	}
+	stopped := 0
+	if jsonx.EachField([]byte(`{"a":1,"b":2}`), 0, func(k, v []byte) bool { stopped++; return false }) || stopped != 1 {
+		t.Errorf("EachField went on after fn said false (%d calls)", stopped)
+	}
+}
+
+// TestEachElement and SkipValue: the elements of an array, and a
+// value's end and depth.
+func TestEachElement(t *testing.T) {
+	in := []byte(` [ 1 , "a,]" , [2, [3]] , {"k":"}"} , true ] `)
+	var got []string
+	if !jsonx.EachElement(in, jsonx.SkipSpace(in, 0), func(v []byte) bool { got = append(got, string(v)); return true }) {
+		t.Fatal("refused")
+	}
+	want := []string{`1`, `"a,]"`, `[2, [3]]`, `{"k":"}"}`, `true`}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("elements (-want +got):\n%s", diff)
+	}
+	if jsonx.EachElement([]byte(`{}`), 0, func([]byte) bool { return true }) {
+		t.Error("an object taken for an array")
+	}
+	for in, wantDepth := range map[string]int{`12`: 0, `"x"`: 0, `[[{}]]`: 3, `{"a":[1]}`: 2} {
+		end, depth := jsonx.SkipValue([]byte(in+" ,"), 0)
+		if end != len(in) || depth != wantDepth {
+			t.Errorf("SkipValue(%s) = %d, %d; want %d, %d", in, end, depth, len(in), wantDepth)
+		}
+	}
+	if s, ok := jsonx.PlainString([]byte(`"abc"`)); !ok || string(s) != "abc" {
+		t.Errorf("PlainString: %q %v", s, ok)
+	}
+	if _, ok := jsonx.PlainString([]byte(`"a\"c"`)); ok {
+		t.Error("PlainString took an escape")
+	}
+}
