@@ -121,7 +121,10 @@ type Writer struct {
 
 	retryMin, retryMax time.Duration
 
-	queue    chan Record
+	// queue holds pointers, not records: a buffer of QueueSize records
+	// (about 300 bytes each) would stay resident and be scanned by every
+	// garbage collection, while the queue is nearly always almost empty.
+	queue    chan *Record
 	flushes  chan chan struct{}
 	stop     chan struct{}
 	done     chan struct{}
@@ -186,7 +189,7 @@ func newWriter(store Store, opts WriterOptions, rmin, rmax time.Duration) *Write
 		log = slog.New(slog.DiscardHandler)
 	}
 	w := &Writer{store: store, opts: opts, log: log, retryMin: rmin, retryMax: rmax,
-		queue: make(chan Record, opts.QueueSize), flushes: make(chan chan struct{}),
+		queue: make(chan *Record, opts.QueueSize), flushes: make(chan chan struct{}),
 		stop: make(chan struct{}), done: make(chan struct{})}
 	w.ctx, w.cancel = context.WithCancel(context.Background())
 	w.loadSpill()
@@ -206,7 +209,7 @@ func (w *Writer) Append(r Record) {
 		return
 	}
 	select {
-	case w.queue <- r:
+	case w.queue <- &r:
 	default:
 		w.dropped.Add(1)
 	}
@@ -336,7 +339,7 @@ func (w *Writer) run() {
 	}
 	for {
 		w.ackFlushes()
-		var in <-chan Record
+		var in <-chan *Record
 		if w.heldLen() < w.opts.MaxHeld {
 			in = w.queue
 		}
@@ -350,7 +353,7 @@ func (w *Writer) run() {
 		}
 		select {
 		case r := <-in:
-			w.hold(r)
+			w.hold(*r)
 			switch {
 			case w.delay > 0:
 				w.take(w.opts.MaxHeld) // behind the held-back batch
@@ -465,7 +468,7 @@ func (w *Writer) take(n int) {
 	for w.heldLen() < n {
 		select {
 		case r := <-w.queue:
-			w.hold(r)
+			w.hold(*r)
 		default:
 			return
 		}
