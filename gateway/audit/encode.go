@@ -16,7 +16,8 @@ func AppendJSON(b []byte, r *Record) ([]byte, error) {
 	if out, ok := appendFast(b, r); ok {
 		return out, nil
 	}
-	data, err := json.Marshal(r)
+	c := *r // only this copy escapes, not r
+	data, err := json.Marshal(&c)
 	if err != nil {
 		return b[:n0], err
 	}

@@ -47,6 +47,9 @@ func insertAudit(n int) string {
 	return b.String()
 }
 
+// rowBuffers hold the encoded rows of an Append.
+var rowBuffers = sync.Pool{New: func() any { return new([]byte) }}
+
 // auditInserts are Append's INSERTs, prepared once on the writer pool:
 // one for each power of two up to appendRows rows, so that a batch of any
 // size is a few executions of statements already compiled (compiling a
@@ -97,8 +100,11 @@ func (a *Audit) Append(ctx context.Context, recs []audit.Record) (err error) {
 		return nil
 	}
 	// Every record's data in one buffer (ends[i] is where record i's
-	// ends), encoded without reflection (audit.AppendJSON).
-	data := make([]byte, 0, 384*len(recs))
+	// ends), encoded without reflection (audit.AppendJSON). The driver
+	// copies what it binds, so the buffer is reused once Append returns.
+	bp := rowBuffers.Get().(*[]byte)
+	defer func() { rowBuffers.Put(bp) }()
+	data := (*bp)[:0]
 	ends := make([]int, len(recs))
 	for i := range recs {
 		r := &recs[i]
@@ -109,12 +115,14 @@ func (a *Audit) Append(ctx context.Context, recs []audit.Record) (err error) {
 			return utcp.NewError(utcp.CodeInvalidRequest, "audit: record time %s is outside the storable range", r.Time)
 		}
 		c := *r
-		c.ID = 0
-		if data, err = audit.AppendJSON(data, &c); err != nil {
+		c.ID = 0 // the store assigns it: not part of the data
+		data, err = audit.AppendJSON(data, &c)
+		if err != nil {
 			return utcp.Errorf(utcp.CodeInvalidRequest, "audit: encoding a record: %w", err)
 		}
 		ends[i] = len(data)
 	}
+	*bp = data
 	db := s.wdb()
 	stmts, err := s.inserts(ctx, db)
 	if err != nil {
