@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -44,6 +45,12 @@ type Observer struct {
 	regs      *prometheus.CounterVec
 	inv       *inventory
 	tap       atomic.Pointer[func(*gateway.CallRecord)]
+
+	// The children of the usual labels, looked up once instead of hashed
+	// on every call: tool → calls{tool, "ok"}, protocol → latency,
+	// decision → decisions. They hold what the vectors hold (a series is
+	// never deleted), so they grow only as the vectors do.
+	okCalls, latencies, decided sync.Map
 }
 
 // unresolvedTool is the tool label of a call whose name matched no tool.
@@ -144,10 +151,15 @@ func (o *Observer) OnCall(rec *gateway.CallRecord) {
 	if tool == "" {
 		tool = unresolvedTool
 	}
-	o.calls.WithLabelValues(tool, outcome).Inc()
-	o.latency.WithLabelValues(rec.Protocol).Observe(rec.Duration.Seconds())
+	if outcome == "ok" {
+		child(&o.okCalls, tool, func() prometheus.Counter { return o.calls.WithLabelValues(tool, outcome) }).Inc()
+	} else {
+		o.calls.WithLabelValues(tool, outcome).Inc()
+	}
+	child(&o.latencies, rec.Protocol, func() prometheus.Observer { return o.latency.WithLabelValues(rec.Protocol) }).
+		Observe(rec.Duration.Seconds())
 	if d := string(rec.Verdict.Decision); d != "" {
-		o.decisions.WithLabelValues(d).Inc()
+		child(&o.decided, d, func() prometheus.Counter { return o.decisions.WithLabelValues(d) }).Inc()
 	}
 	level := slog.LevelInfo
 	if rec.Code != "" && httpx.Status(rec.Code) >= 500 && rec.Code != utcp.CodeToolError {
@@ -186,6 +198,16 @@ func (o *Observer) OnCall(rec *gateway.CallRecord) {
 	}
 	r.AddAttrs(attrs...)
 	_ = o.log.Handler().Handle(ctx, r)
+}
+
+// child returns the metric cached under key in m, looked up with get
+// and cached the first time.
+func child[M any](m *sync.Map, key string, get func() M) M {
+	if c, ok := m.Load(key); ok {
+		return c.(M)
+	}
+	c, _ := m.LoadOrStore(key, get())
+	return c.(M)
 }
 
 // loggableError reports whether the message of an error with code c is

@@ -15,7 +15,7 @@ import (
 
 // BenchmarkObserverOnCall measures the per-call log line and metrics with
 // the daemon's text handler as it is and wrapped in utcp.RedactHandler
-// (as the daemon runs it), to io.Discard.
+// (as the daemon runs it), to io.Discard, and without a log line.
 //
 //	go test -run '^$' -bench ObserverOnCall -benchmem ./api/
 func BenchmarkObserverOnCall(b *testing.B) {
@@ -25,6 +25,7 @@ func BenchmarkObserverOnCall(b *testing.B) {
 		name string
 		h    slog.Handler
 	}{
+		{"metrics_only", slog.DiscardHandler}, // no log line: the metrics alone
 		{"plain", slog.NewTextHandler(io.Discard, nil)},
 		{"redacting", utcp.RedactHandler(slog.NewTextHandler(io.Discard, nil))},
 	} {

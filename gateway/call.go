@@ -83,6 +83,13 @@ type prepared struct {
 	ticket ratelimit.Ticket
 }
 
+// callState is what one call allocates: its record and its prepared
+// dispatch, together, so that they cost one allocation instead of two.
+type callState struct {
+	rec CallRecord
+	p   prepared
+}
+
 // leave ends a prepared call: its manual's call count and its rate
 // limit ticket.
 func (p *prepared) leave() {
@@ -108,17 +115,18 @@ func (g *Gateway) CallTool(ctx context.Context, name string, args map[string]any
 // call is CallTool, also reporting whether the call reached its
 // transport.
 func (g *Gateway) call(ctx context.Context, name string, args map[string]any, opts CallOptions) (*utcp.Result, bool, error) {
-	rec := CallRecord{Tool: name, Principal: opts.Principal, Front: opts.Front, Toolset: opts.Toolset}
+	st := &callState{rec: CallRecord{Tool: name, Principal: opts.Principal, Front: opts.Front, Toolset: opts.Toolset}}
+	rec := &st.rec
 	if g.recording() {
 		rec.Start = time.Now()
 	}
 	if tracing.On() {
-		ctx = startSpan(ctx, &rec)
+		ctx = startSpan(ctx, rec)
 	}
-	ctx, t := g.callContext(ctx, &rec, opts, opts.NoWait)
-	p, err := g.prepare(ctx, name, args, opts, &rec, t)
+	ctx, t := g.callContext(ctx, rec, opts, opts.NoWait)
+	p, err := g.prepare(ctx, name, args, opts, rec, t, &st.p)
 	if err != nil {
-		return nil, false, g.finish(ctx, &rec, t, nil, err)
+		return nil, false, g.finish(ctx, rec, t, nil, err)
 	}
 	dctx := netguard.WithPolicy(ctx, p.policy)
 	if opts.Timeout > 0 {
@@ -128,18 +136,18 @@ func (g *Gateway) call(ctx context.Context, name string, args map[string]any, op
 	}
 	rec.Dispatched = true
 	if rec.span != nil {
-		dctx = startDispatch(dctx, &rec, p)
+		dctx = startDispatch(dctx, rec, p)
 	}
 	res, err := p.tr.CallTool(dctx, &p.call)
 	p.leave()
 	if err != nil {
-		return nil, true, g.finish(ctx, &rec, t, nil, fmt.Errorf("%s: %w", p.tool.Name, err))
+		return nil, true, g.finish(ctx, rec, t, nil, fmt.Errorf("%s: %w", p.tool.Name, err))
 	}
 	if p.tool.Ext.(*toolState).post {
 		// The native MCP result no longer says what the result is.
 		res = &utcp.Result{Value: g.postProcess(p.tool, res.Value)}
 	}
-	return res, true, g.finish(ctx, &rec, t, res, nil)
+	return res, true, g.finish(ctx, rec, t, res, nil)
 }
 
 // DispatchApproved dispatches the call of an approved review for the
@@ -224,7 +232,8 @@ func (g *Gateway) callContext(ctx context.Context, rec *CallRecord, opts CallOpt
 // stream yields its single result as one event. The same checks as
 // CallTool run before dispatch. Close the stream when done.
 func (g *Gateway) CallToolStreaming(ctx context.Context, name string, args map[string]any, opts CallOptions) (transports.Stream, error) {
-	rec := &CallRecord{Tool: name, Principal: opts.Principal, Stream: true, Front: opts.Front, Toolset: opts.Toolset}
+	st := &callState{rec: CallRecord{Tool: name, Principal: opts.Principal, Stream: true, Front: opts.Front, Toolset: opts.Toolset}}
+	rec := &st.rec
 	if g.recording() {
 		rec.Start = time.Now()
 	}
@@ -232,7 +241,7 @@ func (g *Gateway) CallToolStreaming(ctx context.Context, name string, args map[s
 		ctx = startSpan(ctx, rec)
 	}
 	ctx, t := g.callContext(ctx, rec, opts, false)
-	p, err := g.prepare(ctx, name, args, opts, rec, t)
+	p, err := g.prepare(ctx, name, args, opts, rec, t, &st.p)
 	if err != nil {
 		return nil, g.finish(ctx, rec, t, nil, err)
 	}
@@ -263,12 +272,12 @@ func (g *Gateway) CallToolStreaming(ctx context.Context, name string, args map[s
 	return &gatewayStream{g: g, p: p, inner: stream, rec: rec, ticket: t, cancel: cancel}, nil
 }
 
-func (g *Gateway) prepare(ctx context.Context, name string, args map[string]any, opts CallOptions, rec *CallRecord, t *review.Ticket) (*prepared, error) {
+// prepare fills p (zero) for the call, or fails.
+func (g *Gateway) prepare(ctx context.Context, name string, args map[string]any, opts CallOptions, rec *CallRecord, t *review.Ticket, p *prepared) (*prepared, error) {
 	// The name resolves within the caller's scope, before the guard: a
 	// tool outside it is tool_not_found, as one that does not exist, and
 	// the guard is shown exactly what it would be shown for such a name.
 	tool, resolveErr := g.reg.ResolveIn(ScopeFrom(ctx).registry(), name)
-	p := &prepared{}
 	gc := &p.gc
 	gc.Tool, gc.Arguments, gc.Principal = name, args, opts.Principal
 	var ts *toolState

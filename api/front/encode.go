@@ -30,12 +30,7 @@ func appendJSON(buf *bytes.Buffer, v any, depth int) error {
 			buf.WriteString("false")
 		}
 	case string:
-		if !plainString(x) {
-			return appendSlow(buf, x)
-		}
-		buf.WriteByte('"')
-		buf.WriteString(x)
-		buf.WriteByte('"')
+		return appendString(buf, x)
 	case json.Number:
 		if x == "" {
 			buf.WriteByte('0')
@@ -61,7 +56,7 @@ func appendJSON(buf *bytes.Buffer, v any, depth int) error {
 			if i > 0 {
 				buf.WriteByte(',')
 			}
-			if err := appendJSON(buf, k, depth+1); err != nil {
+			if err := appendString(buf, k); err != nil {
 				return err
 			}
 			buf.WriteByte(':')
@@ -88,6 +83,18 @@ func appendJSON(buf *bytes.Buffer, v any, depth int) error {
 	default:
 		return appendSlow(buf, v)
 	}
+	return nil
+}
+
+// appendString appends s as encoding/json writes it. It takes a string,
+// not an any, so that a map key is not boxed (one allocation a key).
+func appendString(buf *bytes.Buffer, s string) error {
+	if !plainString(s) {
+		return appendSlow(buf, s)
+	}
+	buf.WriteByte('"')
+	buf.WriteString(s)
+	buf.WriteByte('"')
 	return nil
 }
 

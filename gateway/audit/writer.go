@@ -121,7 +121,10 @@ type Writer struct {
 
 	retryMin, retryMax time.Duration
 
-	queue    chan Record
+	// queue holds pointers, not records: a buffer of QueueSize records
+	// (about 300 bytes each) would stay resident and be scanned by every
+	// garbage collection, while the queue is nearly always almost empty.
+	queue    chan *Record // from recordPool, back to it once held
 	flushes  chan chan struct{}
 	stop     chan struct{}
 	done     chan struct{}
@@ -186,7 +189,7 @@ func newWriter(store Store, opts WriterOptions, rmin, rmax time.Duration) *Write
 		log = slog.New(slog.DiscardHandler)
 	}
 	w := &Writer{store: store, opts: opts, log: log, retryMin: rmin, retryMax: rmax,
-		queue: make(chan Record, opts.QueueSize), flushes: make(chan chan struct{}),
+		queue: make(chan *Record, opts.QueueSize), flushes: make(chan chan struct{}),
 		stop: make(chan struct{}), done: make(chan struct{})}
 	w.ctx, w.cancel = context.WithCancel(context.Background())
 	w.loadSpill()
@@ -205,10 +208,13 @@ func (w *Writer) Append(r Record) {
 		w.dropped.Add(1)
 		return
 	}
+	p := recordPool.Get().(*Record)
+	*p = r
 	select {
-	case w.queue <- r:
+	case w.queue <- p:
 	default:
 		w.dropped.Add(1)
+		putRecord(p)
 	}
 }
 
@@ -336,7 +342,7 @@ func (w *Writer) run() {
 	}
 	for {
 		w.ackFlushes()
-		var in <-chan Record
+		var in <-chan *Record
 		if w.heldLen() < w.opts.MaxHeld {
 			in = w.queue
 		}
@@ -350,7 +356,8 @@ func (w *Writer) run() {
 		}
 		select {
 		case r := <-in:
-			w.hold(r)
+			w.hold(*r)
+			putRecord(r)
 			switch {
 			case w.delay > 0:
 				w.take(w.opts.MaxHeld) // behind the held-back batch
@@ -465,7 +472,8 @@ func (w *Writer) take(n int) {
 	for w.heldLen() < n {
 		select {
 		case r := <-w.queue:
-			w.hold(r)
+			w.hold(*r)
+			putRecord(r)
 		default:
 			return
 		}
@@ -603,4 +611,14 @@ func (w *Writer) prune() {
 		w.pruned.Add(uint64(n))
 		w.log.Info("audit records trimmed", "count", n, "max_rows", w.opts.MaxRows, "max_bytes", w.opts.MaxBytes)
 	}
+}
+
+// recordPool recycles the queue's records: the queue holds pointers, and
+// a record is copied into the writer's batch as soon as it is taken off,
+// so its box can serve the next call (no allocation per call).
+var recordPool = sync.Pool{New: func() any { return new(Record) }}
+
+func putRecord(r *Record) {
+	*r = Record{}
+	recordPool.Put(r)
 }

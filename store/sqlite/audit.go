@@ -3,10 +3,10 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/utcpd/utcpd/gateway/audit"
@@ -47,6 +47,48 @@ func insertAudit(n int) string {
 	return b.String()
 }
 
+// rowBuffers hold the encoded rows of an Append.
+var rowBuffers = sync.Pool{New: func() any { return new([]byte) }}
+
+// auditInserts are Append's INSERTs, prepared once on the writer pool:
+// one for each power of two up to appendRows rows, so that a batch of any
+// size is a few executions of statements already compiled (compiling a
+// multi-row INSERT cost more than running it). A new writer pool (the
+// probe reopened it) prepares them anew.
+type auditInserts struct {
+	mu    sync.Mutex
+	db    *sql.DB
+	stmts map[int]*sql.Stmt
+}
+
+// inserts returns the prepared INSERTs of db, by number of rows. Call it
+// outside a transaction: the writer pool has one connection.
+func (s *Store) inserts(ctx context.Context, db *sql.DB) (map[int]*sql.Stmt, error) {
+	c := &s.auditIns
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.db == db {
+		return c.stmts, nil
+	}
+	for _, st := range c.stmts {
+		_ = st.Close() // of the pool replaced
+	}
+	c.db, c.stmts = nil, nil
+	stmts := make(map[int]*sql.Stmt)
+	for n := appendRows; n >= 1; n /= 2 {
+		st, err := db.PrepareContext(ctx, insertAudit(n))
+		if err != nil {
+			for _, st := range stmts {
+				_ = st.Close()
+			}
+			return nil, err
+		}
+		stmts[n] = st
+	}
+	c.db, c.stmts = db, stmts
+	return stmts, nil
+}
+
 // Append stores recs in one durable transaction.
 func (a *Audit) Append(ctx context.Context, recs []audit.Record) (err error) {
 	s := a.s
@@ -57,7 +99,13 @@ func (a *Audit) Append(ctx context.Context, recs []audit.Record) (err error) {
 	if len(recs) == 0 {
 		return nil
 	}
-	rows := make([][]byte, len(recs))
+	// Every record's data in one buffer (ends[i] is where record i's
+	// ends), encoded without reflection (audit.AppendJSON). The driver
+	// copies what it binds, so the buffer is reused once Append returns.
+	bp := rowBuffers.Get().(*[]byte)
+	defer func() { rowBuffers.Put(bp) }()
+	data := (*bp)[:0]
+	ends := make([]int, len(recs))
 	for i := range recs {
 		r := &recs[i]
 		if err := audit.Check(r); err != nil {
@@ -67,12 +115,20 @@ func (a *Audit) Append(ctx context.Context, recs []audit.Record) (err error) {
 			return utcp.NewError(utcp.CodeInvalidRequest, "audit: record time %s is outside the storable range", r.Time)
 		}
 		c := *r
-		c.ID = 0
-		if rows[i], err = json.Marshal(&c); err != nil {
+		c.ID = 0 // the store assigns it: not part of the data
+		data, err = audit.AppendJSON(data, &c)
+		if err != nil {
 			return utcp.Errorf(utcp.CodeInvalidRequest, "audit: encoding a record: %w", err)
 		}
+		ends[i] = len(data)
 	}
-	tx, err := s.wdb().BeginTx(ctx, nil)
+	*bp = data
+	db := s.wdb()
+	stmts, err := s.inserts(ctx, db)
+	if err != nil {
+		return s.wwrap(ctx, "append audit records", err)
+	}
+	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		return s.wwrap(ctx, "append audit records", err)
 	}
@@ -81,32 +137,31 @@ func (a *Audit) Append(ctx context.Context, recs []audit.Record) (err error) {
 			_ = tx.Rollback()
 		}
 	}()
-	// Rows go in by appendRows at a time, one multi-row INSERT each (one
-	// statement execution instead of one per record), in order, so
+	// Rows go in by up to appendRows at a time, one multi-row INSERT each
+	// (one statement execution instead of one per record), in order, so
 	// their ids ascend as the records came.
-	var full *sql.Stmt
-	for start := 0; start < len(recs); start += appendRows {
-		n := min(appendRows, len(recs)-start)
-		stmt := full
-		if stmt == nil || n < appendRows {
-			if stmt, err = tx.PrepareContext(ctx, insertAudit(n)); err != nil {
-				return s.wwrap(ctx, "append audit records", err)
-			}
-			if n == appendRows {
-				full = stmt
-				defer full.Close()
-			} else {
-				defer stmt.Close()
-			}
+	args := make([]any, 0, 6*min(appendRows, len(recs)))
+	for start := 0; start < len(recs); {
+		n := appendRows
+		for n > len(recs)-start {
+			n /= 2
 		}
-		args := make([]any, 0, 6*n)
+		stmt := tx.StmtContext(ctx, stmts[n])
+		args = args[:0]
 		for i := start; i < start+n; i++ {
 			r := &recs[i]
-			args = append(args, r.Time.UnixNano(), r.Tool, r.Qualified, r.Decision, r.Outcome, rows[i])
+			from := 0
+			if i > 0 {
+				from = ends[i-1]
+			}
+			args = append(args, r.Time.UnixNano(), r.Tool, r.Qualified, r.Decision, r.Outcome, data[from:ends[i]:ends[i]])
 		}
-		if _, err = stmt.ExecContext(ctx, args...); err != nil {
+		_, err = stmt.ExecContext(ctx, args...)
+		_ = stmt.Close() // the transaction's handle; the prepared statement stays
+		if err != nil {
 			return s.wwrap(ctx, "append audit records", err)
 		}
+		start += n
 	}
 	if err = tx.Commit(); err != nil {
 		return s.wwrap(ctx, "append audit records", err)

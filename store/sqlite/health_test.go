@@ -121,3 +121,31 @@ func TestHealthyStoreHasNoProbe(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestAuditAppendAfterWriterReopen: the audit log's prepared INSERTs
+// belong to the writer pool they were prepared on; once the probe has
+// replaced that pool (and closed the old one), Append prepares them anew
+// instead of failing on statements of a closed pool.
+func TestAuditAppendAfterWriterReopen(t *testing.T) {
+	s := openStore(t, t.TempDir())
+	rec := func(tool string) []audit.Record {
+		return []audit.Record{{Time: time.Now(), Tool: tool, Decision: "allow", Outcome: "ok"}}
+	}
+	if err := s.Audit().Append(t.Context(), rec("before")); err != nil {
+		t.Fatal(err)
+	}
+	old := s.wdb()
+	if err := s.tryWrite(); err != nil {
+		t.Fatalf("reopening the writer: %v", err)
+	}
+	if s.wdb() == old {
+		t.Fatal("tryWrite kept the old writer pool")
+	}
+	if err := s.Audit().Append(t.Context(), rec("after")); err != nil {
+		t.Fatalf("Append after the writer was reopened: %v", err)
+	}
+	got, err := s.Audit().Query(t.Context(), audit.Query{})
+	if err != nil || len(got) != 2 || got[0].Tool != "after" || got[1].Tool != "before" {
+		t.Fatalf("records after the reopen: %+v, %v", got, err)
+	}
+}

@@ -134,6 +134,9 @@ type Store struct {
 	poolMu sync.RWMutex
 	rdsn   string
 
+	// auditIns are the audit log's prepared INSERTs (audit.go).
+	auditIns auditInserts
+
 	closed    atomic.Bool
 	done      chan struct{} // closed by Close; ends every Watch
 	closeOnce sync.Once
