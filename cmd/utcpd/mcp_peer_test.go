@@ -50,6 +50,24 @@ func TestMCPServerRequests(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer s.Close()
+		// server-everything adds the tools for clients that declare
+		// sampling, elicitation and roots after utcpd's session with it
+		// initialized, and says so with list_changed: wait for them to be
+		// listed rather than race the relisting.
+		eventually(t, 15*time.Second, "server-everything's sampling, elicitation and roots tools on the front", func() bool {
+			res, err := s.ListTools(ctx, nil)
+			if err != nil {
+				return false
+			}
+			n := 0
+			for _, tl := range res.Tools {
+				switch tl.Name {
+				case "trigger-sampling-request", "trigger-elicitation-request", "get-roots-list":
+					n++
+				}
+			}
+			return n == 3
+		})
 		for _, c := range []struct{ tool, args, want string }{
 			{"trigger-sampling-request", `{"prompt":"hello"}`, "the model read: Resource trigger-sampling-request context: hello"},
 			{"trigger-elicitation-request", `{}`, "Ada Lovelace"},
