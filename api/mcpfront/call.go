@@ -248,7 +248,7 @@ func plainTextResult(raw json.RawMessage) (*mcp.CallToolResult, bool) {
 				return true
 			}
 			return jsonx.EachElement(v, 0, func(block []byte) bool {
-				text, ok := textBlock(block)
+				text, ok := jsonx.TextBlock(block)
 				if ok {
 					res.Content = append(res.Content, &mcp.TextContent{Text: text})
 				}
@@ -272,33 +272,6 @@ func plainTextResult(raw json.RawMessage) (*mcp.CallToolResult, bool) {
 		return false
 	})
 	return res, ok
-}
-
-// textBlock returns the text of {"type":"text","text":"..."}, keys in
-// either order; false for any other block.
-func textBlock(block []byte) (string, bool) {
-	var typ, text []byte
-	if !jsonx.EachField(block, 0, func(k, v []byte) bool {
-		switch string(k) {
-		case "type":
-			typ = v
-		case "text":
-			text = v
-		default:
-			return false
-		}
-		return true
-	}) || string(typ) != `"text"` || len(text) == 0 || text[0] != '"' {
-		return "", false
-	}
-	if body, plain := jsonx.PlainString(text); plain {
-		return string(body), true
-	}
-	var t string
-	if json.Unmarshal(text, &t) != nil {
-		return "", false
-	}
-	return t, true
 }
 
 // principal names the caller: the API key's principal over HTTP, else

@@ -1,6 +1,9 @@
 package jsonx
 
-import "bytes"
+import (
+	"bytes"
+	"encoding/json"
+)
 
 // The scanner below walks JSON that json.Valid has accepted, to read a
 // message's or a result's top-level fields without decoding the rest:
@@ -150,4 +153,33 @@ func PlainString(v []byte) ([]byte, bool) {
 		return nil, false
 	}
 	return v[1 : len(v)-1], true
+}
+
+// TextBlock returns the text of an MCP text content block,
+// {"type":"text","text":"..."} with its keys in either order; false for
+// any other block (another type, more fields, a text that is not a
+// string).
+func TextBlock(block []byte) (string, bool) {
+	var typ, text []byte
+	if !EachField(block, 0, func(k, v []byte) bool {
+		switch string(k) {
+		case "type":
+			typ = v
+		case "text":
+			text = v
+		default:
+			return false
+		}
+		return true
+	}) || string(typ) != `"text"` || len(text) == 0 || text[0] != '"' {
+		return "", false
+	}
+	if body, plain := PlainString(text); plain {
+		return string(body), true
+	}
+	var t string
+	if json.Unmarshal(text, &t) != nil {
+		return "", false
+	}
+	return t, true
 }

@@ -73,3 +73,27 @@ func TestEachElement(t *testing.T) {
 		t.Error("PlainString took an escape")
 	}
 }
+
+func TestTextBlock(t *testing.T) {
+	for in, want := range map[string]string{
+		`{"type":"text","text":"hi"}`:         "hi",
+		`{"text":"hi","type":"text"}`:         "hi",
+		`{"type":"text","text":"a\"b\u00e9"}`: "a\"bé",
+		`{"type":"text","text":""}`:           "",
+	} {
+		if got, ok := jsonx.TextBlock([]byte(in)); !ok || got != want {
+			t.Errorf("TextBlock(%s) = %q, %v; want %q", in, got, ok, want)
+		}
+	}
+	for _, in := range []string{
+		`{"type":"image","data":"x"}`,
+		`{"type":"text","text":"hi","annotations":{}}`,
+		`{"type":"text","text":1}`,
+		`{"type":"text"}`,
+		`[]`,
+	} {
+		if got, ok := jsonx.TextBlock([]byte(in)); ok {
+			t.Errorf("TextBlock(%s) = %q, true; want false", in, got)
+		}
+	}
+}

@@ -340,7 +340,7 @@ func plainToolResult(raw json.RawMessage) (*sdk.CallToolResult, bool) {
 		case "content":
 			res.Content = []sdk.Content{}
 			return jsonx.EachElement(v, 0, func(block []byte) bool {
-				t, ok := textBlock(block)
+				t, ok := jsonx.TextBlock(block)
 				if ok {
 					res.Content = append(res.Content, &sdk.TextContent{Text: t})
 				}
@@ -360,31 +360,4 @@ func plainToolResult(raw json.RawMessage) (*sdk.CallToolResult, bool) {
 		return false
 	})
 	return res, ok && res.Content != nil
-}
-
-// textBlock returns the text of {"type":"text","text":"..."}, keys in
-// either order; false for any other block.
-func textBlock(block []byte) (string, bool) {
-	var typ, text []byte
-	if !jsonx.EachField(block, 0, func(k, v []byte) bool {
-		switch string(k) {
-		case "type":
-			typ = v
-		case "text":
-			text = v
-		default:
-			return false
-		}
-		return true
-	}) || string(typ) != `"text"` || len(text) == 0 || text[0] != '"' {
-		return "", false
-	}
-	if body, plain := jsonx.PlainString(text); plain {
-		return string(body), true
-	}
-	var t string
-	if json.Unmarshal(text, &t) != nil {
-		return "", false
-	}
-	return t, true
 }
