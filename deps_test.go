@@ -48,7 +48,7 @@ var allowed = []struct {
 	{"guard/holguard", []string{"guard/...", "utcp", "internal/shellword"}},
 	{"guard/...", []string{"guard/...", "utcp", "internal/tracing", "internal/glob"}},
 	{"gateway/...", []string{"gateway/...", "guard", "guard/review", "registry", "manuals", "transports", "transports/oauth2", "utcp",
-		"internal/netguard", "internal/tracing", "internal/glob"}},
+		"internal/netguard", "internal/tracing", "internal/glob", "internal/jsonx"}},
 	{"api/...", []string{"api/...", "gateway/...", "guard/review", "registry", "transports", "utcp", "internal/jsonx", "internal/tracing"}},
 	{"store/...", []string{"store/...", "gateway/audit", "guard/review", "registry", "utcp"}},
 	// The demo servers speak each protocol for the conformance suite

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"slices"
+
+	"github.com/utcpd/utcpd/internal/jsonx"
 )
 
 // maxFastDepth bounds the nesting appendJSON handles itself; deeper values
@@ -89,7 +91,7 @@ func appendJSON(buf *bytes.Buffer, v any, depth int) error {
 // appendString appends s as encoding/json writes it. It takes a string,
 // not an any, so that a map key is not boxed (one allocation a key).
 func appendString(buf *bytes.Buffer, s string) error {
-	if !plainString(s) {
+	if !jsonx.Unescaped(s, false) {
 		return appendSlow(buf, s)
 	}
 	buf.WriteByte('"')
@@ -107,17 +109,6 @@ func appendSlow(buf *bytes.Buffer, v any) error {
 	}
 	buf.Truncate(buf.Len() - 1) // Encode's newline
 	return nil
-}
-
-// plainString reports whether s is printable ASCII without '"' or '\',
-// which encoding/json writes as it is between quotes.
-func plainString(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c > 0x7f || c == '"' || c == '\\' {
-			return false
-		}
-	}
-	return true
 }
 
 // validNumber reports whether s is a JSON number literal, which

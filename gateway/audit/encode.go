@@ -3,6 +3,8 @@ package audit
 import (
 	"encoding/json"
 	"strconv"
+
+	"github.com/utcpd/utcpd/internal/jsonx"
 )
 
 // AppendJSON appends r's JSON encoding to b, byte for byte what
@@ -94,17 +96,11 @@ func appendFast(b []byte, r *Record) ([]byte, bool) {
 }
 
 // appendPlain appends s in quotes when json.Marshal writes it unchanged
-// (printable ASCII without '"', '\' or the HTML characters it escapes);
-// it reports false, appending nothing, otherwise or when ok is false.
+// (jsonx.Unescaped with HTML escaping); it reports false, appending
+// nothing, otherwise or when ok is false.
 func appendPlain(b []byte, s string, ok bool) ([]byte, bool) {
-	if !ok {
+	if !ok || !jsonx.Unescaped(s, true) {
 		return b, false
-	}
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; {
-		case c < 0x20 || c > 0x7e, c == '"', c == '\\', c == '<', c == '>', c == '&':
-			return b, false
-		}
 	}
 	b = append(b, '"')
 	b = append(b, s...)

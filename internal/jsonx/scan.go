@@ -183,3 +183,20 @@ func TextBlock(block []byte) (string, bool) {
 	}
 	return t, true
 }
+
+// Unescaped reports whether encoding/json writes s as it is between its
+// quotes: ASCII without control characters, '"' or '\\', and, when
+// escapeHTML (json.Marshal; not an Encoder with SetEscapeHTML(false)),
+// without '<', '>' or '&'. The encoders that write strings themselves
+// on a hot path use it to keep their output byte for byte encoding/json's.
+func Unescaped(s string, escapeHTML bool) bool {
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c < 0x20 || c >= 0x80 || c == '"' || c == '\\':
+			return false
+		case escapeHTML && (c == '<' || c == '>' || c == '&'):
+			return false
+		}
+	}
+	return true
+}

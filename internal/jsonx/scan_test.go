@@ -97,3 +97,32 @@ func TestTextBlock(t *testing.T) {
 		}
 	}
 }
+
+// TestUnescaped: for every byte, and a few strings, Unescaped says true
+// exactly when encoding/json writes the string unchanged between quotes,
+// with HTML escaping (json.Marshal) and without (SetEscapeHTML(false)).
+func TestUnescaped(t *testing.T) {
+	encode := func(s string, html bool) string {
+		var b strings.Builder
+		enc := json.NewEncoder(&b)
+		enc.SetEscapeHTML(html)
+		if err := enc.Encode(s); err != nil {
+			t.Fatal(err)
+		}
+		return strings.TrimSuffix(b.String(), "\n")
+	}
+	inputs := []string{"", "tools/call", "demo.add", "a b-c_d", "é", "\u2028", "x\x7f", "<a&b>"}
+	for c := 0; c < 0x100; c++ {
+		inputs = append(inputs, string([]byte{'a', byte(c)}))
+	}
+	for _, s := range inputs {
+		for _, html := range []bool{true, false} {
+			asIs := encode(s, html) == `"`+s+`"`
+			if got := jsonx.Unescaped(s, html); got && !asIs {
+				t.Errorf("Unescaped(%q, %v) = true, but encoding/json writes %s", s, html, encode(s, html))
+			} else if !got && asIs && s[len(s)-1] < 0x80 {
+				t.Errorf("Unescaped(%q, %v) = false for a string encoding/json writes as it is", s, html)
+			}
+		}
+	}
+}

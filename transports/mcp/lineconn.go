@@ -584,7 +584,7 @@ func appendMessage(buf []byte, msg jsonrpc.Message) ([]byte, error) {
 	default:
 		return appendEncoded(buf, msg)
 	}
-	if !plainASCII(method) {
+	if !jsonx.Unescaped(method, false) {
 		return appendEncoded(buf, msg)
 	}
 	start := len(buf)
@@ -624,16 +624,6 @@ func appendMessage(buf []byte, msg jsonrpc.Message) ([]byte, error) {
 func appendEncoded(buf []byte, msg jsonrpc.Message) ([]byte, error) {
 	data, err := jsonrpc.EncodeMessage(msg)
 	return append(buf, data...), err
-}
-
-// plainASCII reports whether s encodes as a JSON string as it is.
-func plainASCII(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if b := s[i]; b < 0x20 || b > 0x7e || b == '"' || b == '\\' {
-			return false
-		}
-	}
-	return true
 }
 
 // Close closes both pipes once; it unblocks Read and ends the
