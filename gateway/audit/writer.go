@@ -124,8 +124,16 @@ type Writer struct {
 	// queue holds pointers, not records: a buffer of QueueSize records
 	// (about 300 bytes each) would stay resident and be scanned by every
 	// garbage collection, while the queue is nearly always almost empty.
-	queue    chan *Record // from recordPool, back to it once held
-	flushes  chan chan struct{}
+	queue   chan *Record // from recordPool, back to it once held
+	flushes chan chan struct{}
+	// While the run goroutine lingers it does not read the queue, so
+	// that a call's Append wakes no goroutine: records wait in the queue
+	// until the linger timer fires. quiet says it lingers; an Append that
+	// finds room records or more queued then kicks it (the batch is
+	// full). kick holds one signal at most.
+	quiet    atomic.Bool
+	room     atomic.Int64
+	kick     chan struct{}
 	stop     chan struct{}
 	done     chan struct{}
 	once     sync.Once
@@ -189,7 +197,7 @@ func newWriter(store Store, opts WriterOptions, rmin, rmax time.Duration) *Write
 		log = slog.New(slog.DiscardHandler)
 	}
 	w := &Writer{store: store, opts: opts, log: log, retryMin: rmin, retryMax: rmax,
-		queue: make(chan *Record, opts.QueueSize), flushes: make(chan chan struct{}),
+		queue: make(chan *Record, opts.QueueSize), flushes: make(chan chan struct{}), kick: make(chan struct{}, 1),
 		stop: make(chan struct{}), done: make(chan struct{})}
 	w.ctx, w.cancel = context.WithCancel(context.Background())
 	w.loadSpill()
@@ -212,6 +220,12 @@ func (w *Writer) Append(r Record) {
 	*p = r
 	select {
 	case w.queue <- p:
+		if w.quiet.Load() && int64(len(w.queue)) >= w.room.Load() {
+			select {
+			case w.kick <- struct{}{}:
+			default:
+			}
+		}
 	default:
 		w.dropped.Add(1)
 		putRecord(p)
@@ -343,7 +357,7 @@ func (w *Writer) run() {
 	for {
 		w.ackFlushes()
 		var in <-chan *Record
-		if w.heldLen() < w.opts.MaxHeld {
+		if w.heldLen() < w.opts.MaxHeld && !w.lingering {
 			in = w.queue
 		}
 		var retry <-chan time.Time
@@ -358,22 +372,12 @@ func (w *Writer) run() {
 		case r := <-in:
 			w.hold(*r)
 			putRecord(r)
-			switch {
-			case w.delay > 0:
-				w.take(w.opts.MaxHeld) // behind the held-back batch
-			default:
-				w.take(min(w.opts.BatchSize, w.opts.MaxHeld))
-				if w.opts.Linger > 0 && w.heldLen() < min(w.opts.BatchSize, w.opts.MaxHeld) {
-					if !w.lingering { // the batch's first record: group the next ones with it
-						w.lingering = true
-						w.linger.Reset(w.opts.Linger)
-					}
-					continue
-				}
-				w.writeHeld()
-			}
+			w.gather()
+		case <-w.kick: // the batch filled while lingering (or a late kick)
+			w.gather()
 		case <-linger:
-			w.lingering = false
+			w.stopLingering()
+			w.take(min(w.opts.BatchSize, w.opts.MaxHeld))
 			if w.delay == 0 {
 				w.writeHeld()
 			}
@@ -496,12 +500,43 @@ func (w *Writer) release(n int) {
 	}
 }
 
+// gather takes what is queued behind the held records and writes them,
+// unless it lingers for more: the batch's first record starts the linger
+// timer, and until it fires (or the batch fills) the queue is left alone.
+func (w *Writer) gather() {
+	if w.delay > 0 {
+		w.take(w.opts.MaxHeld) // behind the held-back batch
+		return
+	}
+	batch := min(w.opts.BatchSize, w.opts.MaxHeld)
+	w.take(batch)
+	if w.heldLen() == 0 {
+		return
+	}
+	if w.opts.Linger > 0 && w.heldLen() < batch {
+		if !w.lingering { // the batch's first record: group the next ones with it
+			w.lingering = true
+			w.room.Store(int64(batch - w.heldLen()))
+			w.quiet.Store(true)
+			w.linger.Reset(w.opts.Linger)
+		}
+		return
+	}
+	w.writeHeld()
+}
+
+// stopLingering ends the linger window: Appends no longer kick.
+func (w *Writer) stopLingering() {
+	w.lingering = false
+	w.quiet.Store(false)
+}
+
 // writeHeld writes the held records; when the store fails with a
 // retryable error, it starts (or lengthens) the backoff before the next
 // attempt.
 func (w *Writer) writeHeld() {
 	if w.lingering {
-		w.lingering = false
+		w.stopLingering()
 		w.linger.Stop()
 	}
 	before := w.resolved

@@ -428,7 +428,7 @@ func TestWriterLingerGroupsRecords(t *testing.T) {
 	for i := range 5 {
 		w.Append(rec(i))
 	}
-	waitUntil(t, "the writer to take the records", func() bool { return w.Held() == 5 })
+	waitUntil(t, "the records to be queued or held", func() bool { return w.Pending() == 5 })
 	if err := w.Flush(t.Context()); err != nil {
 		t.Fatal(err)
 	}
