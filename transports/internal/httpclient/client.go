@@ -127,6 +127,9 @@ func allowInsecureFrom(ctx context.Context) bool {
 //
 //   - a pooled keep-alive transport (MaxIdleConnsPerHost 64 by default,
 //     HTTP/2 when the server offers it, the proxy from the environment);
+//     plain-http requests that need no proxy are exchanged on the calling
+//     goroutine over the client's own HTTP/1.1 connections (h1Pool), the
+//     rest by net/http.Transport;
 //   - no client-wide timeout: deadlines come from each request's context;
 //   - every redirect hop re-validated with CheckURL (allow_insecure taken
 //     from the request context, see WithAllowInsecure); a refused hop fails
@@ -161,12 +164,13 @@ func New(opts Options) *http.Client {
 	if maxRedirects == 0 {
 		maxRedirects = DefaultMaxRedirects
 	}
+	dial := netguard.DialContext(&net.Dialer{
+		Timeout:   30 * time.Second,
+		KeepAlive: 30 * time.Second,
+	})
 	tr := &http.Transport{
-		Proxy: http.ProxyFromEnvironment,
-		DialContext: netguard.DialContext(&net.Dialer{
-			Timeout:   30 * time.Second,
-			KeepAlive: 30 * time.Second,
-		}),
+		Proxy:                 http.ProxyFromEnvironment,
+		DialContext:           dial,
 		ForceAttemptHTTP2:     true,
 		MaxIdleConns:          4 * perHost,
 		MaxIdleConnsPerHost:   perHost,
@@ -175,8 +179,9 @@ func New(opts Options) *http.Client {
 		ExpectContinueTimeout: time.Second,
 		TLSClientConfig:       opts.TLSClientConfig,
 	}
+	h1 := &h1Pool{dial: dial, proxy: tr.Proxy, perHost: perHost, maxIdle: tr.MaxIdleConns, idleTimeout: tr.IdleConnTimeout}
 	return &http.Client{
-		Transport: guardedTransport{tr},
+		Transport: guardedTransport{base: tr, h1: h1},
 		CheckRedirect: func(req *http.Request, via []*http.Request) error {
 			if maxRedirects < 0 {
 				return utcp.NewError(utcp.CodeTransportError, "redirect to %s refused: redirects are disabled", utcp.RedactURL(req.URL))
@@ -208,7 +213,10 @@ func New(opts Options) *http.Client {
 // guardedTransport marks redirect hops for netguard and checks every
 // request netguard has a say in before it is sent (a pooled connection,
 // or one through a proxy, dials nothing of the destination here).
-type guardedTransport struct{ base *http.Transport }
+type guardedTransport struct {
+	base *http.Transport
+	h1   *h1Pool // plain-http requests that need no proxy (h1Pool.eligible)
+}
 
 func (g guardedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
@@ -235,11 +243,19 @@ func (g guardedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		tracing.InjectHeader(ctx, r.Header)
 		req = &r
 	}
+	if g.h1 != nil && g.h1.eligible(req) {
+		return g.h1.roundTrip(req)
+	}
 	return g.base.RoundTrip(req)
 }
 
 // CloseIdleConnections closes the pooled idle connections.
-func (g guardedTransport) CloseIdleConnections() { g.base.CloseIdleConnections() }
+func (g guardedTransport) CloseIdleConnections() {
+	g.base.CloseIdleConnections()
+	if g.h1 != nil {
+		g.h1.closeIdle()
+	}
+}
 
 // redirectSafeHeaders survive a cross-origin redirect; all others are dropped.
 var redirectSafeHeaders = map[string]bool{
