@@ -251,3 +251,63 @@ func TestDiscoveryLimitSettings(t *testing.T) {
 		}
 	}
 }
+
+// TestSecurityBackendHeaderBomb replays a backend that answers a tool
+// call with a status line and then headers without end, against the real
+// binary: the call fails with a structured error once the headers pass
+// 10 MiB (the backend client's bound), the daemon's memory grows by a
+// bounded amount, and the next call to a sane tool on the same backend
+// works.
+func TestSecurityBackendHeaderBomb(t *testing.T) {
+	var bombs atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/utcp":
+			base := "http://" + r.Host
+			fmt.Fprintf(w, `{"utcp_version":"1.0.1","manual_version":"1","tools":[%s,%s]}`,
+				limitTool("bomb", base+"/bomb"), limitTool("fine", base+"/fine"))
+		case "/bomb":
+			bombs.Add(1)
+			conn, _, err := w.(http.Hijacker).Hijack()
+			if err != nil {
+				return
+			}
+			defer conn.Close()
+			line := []byte("X-Filler: " + strings.Repeat("a", 4000) + "\r\n")
+			if _, err := conn.Write([]byte("HTTP/1.1 200 OK\r\n")); err != nil {
+				return
+			}
+			for sent := 0; sent < 1<<30; sent += len(line) { // stops when the daemon hangs up
+				if _, err := conn.Write(line); err != nil {
+					return
+				}
+			}
+		default:
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write([]byte(`{"ok":true}`))
+		}
+	}))
+	t.Cleanup(srv.Close)
+	d, token := limitsDaemon(t, `{}`)
+	if status, body := request(t, http.MethodPost, d.URL+"/admin/manuals", token, httpManualTemplate("bk", srv.URL+"/utcp")); status != http.StatusCreated {
+		t.Fatalf("register: %d %s", status, body)
+	}
+	pid := d.cmd.Process.Pid
+	before := peakRSS(t, pid)
+	status, res := callTool(t, d, "bk.bomb", `{}`)
+	errObj, _ := res["error"].(map[string]any)
+	if status < 500 || errObj == nil || errObj["code"] != "transport_error" || !strings.Contains(fmt.Sprint(errObj["message"]), "headers") {
+		t.Fatalf("the header bomb: %d %v; want a transport_error about the headers", status, res)
+	}
+	grown := peakRSS(t, pid) - before
+	t.Logf("daemon peak RSS grew by %d MiB during the header bomb", grown>>20)
+	if limit := int64(150 << 20); grown > limit {
+		t.Fatalf("daemon peak RSS grew by %d MiB (limit %d MiB)", grown>>20, limit>>20)
+	}
+	if status, res := callTool(t, d, "bk.fine", `{}`); status != http.StatusOK {
+		t.Fatalf("a sane tool after the bomb: %d %v", status, res)
+	}
+	if bombs.Load() != 1 {
+		t.Fatalf("the bomb was called %d times, want 1 (no retry of a failed exchange)", bombs.Load())
+	}
+}
