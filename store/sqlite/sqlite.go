@@ -191,6 +191,10 @@ func OpenPath(ctx context.Context, file string, opts ...Option) (*Store, error) 
 	w := cloneValues(common)
 	w.Set("_journal_mode", "WAL")
 	w.Set("_txlock", "immediate") // a write transaction takes the lock up front
+	// Statement journals in memory: a multi-row INSERT (the audit log's
+	// batches) spills its statement journal past 64 KiB to a temporary
+	// file otherwise, created, written and removed in every transaction.
+	w.Set("_pragma", "temp_store(memory)")
 	s.wdsn = dsn(abs, w)
 	first := s.wdsn
 	if cfg.readOnlyFirst {

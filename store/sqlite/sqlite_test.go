@@ -120,6 +120,10 @@ func TestPragmas(t *testing.T) {
 			}
 		}
 	}
+	var ts int
+	if err := s.wdb().QueryRowContext(t.Context(), "PRAGMA temp_store").Scan(&ts); err != nil || ts != 2 {
+		t.Errorf("writer temp_store = %d, %v; want 2 (memory: statement journals never spill to a file)", ts, err)
+	}
 	var qo int
 	if err := s.reader.QueryRowContext(t.Context(), "PRAGMA query_only").Scan(&qo); err != nil || qo != 1 {
 		t.Errorf("reader query_only = %d, %v; want 1", qo, err)
