@@ -106,6 +106,15 @@ func (c *lineConn) readLoop() {
 		if !ok {
 			continue
 		}
+		// An answer to one of the connection's own calls goes to its
+		// caller from here, not through the SDK's reader first: one
+		// goroutine handoff a call instead of two. Messages before it
+		// have been taken by the SDK's Read already (incoming is not
+		// buffered), which is all the order the SDK itself keeps: it
+		// handles notifications on a goroutine of their own.
+		if resp, isResp := res.msg.(*jsonrpc.Response); isResp && res.err == nil && !res.batch && c.answer(resp) {
+			continue
+		}
 		select {
 		case c.incoming <- res:
 		case <-c.closed:
