@@ -549,7 +549,7 @@ func printREST(w io.Writer, res series, cpu cpuSeries, withStdio, hey bool) {
 	if !hey {
 		load = "this process (internal/loadgen)"
 	}
-	printCPU(w, cpu, names, "tool server behind it", load)
+	printCPU(w, cpu, names, "behind it (tool server; server-everything for → stdio)", load)
 }
 
 func printMCP(w io.Writer, res series, cpu cpuSeries) {
