@@ -48,7 +48,8 @@ bench:
 ## bench-compare: the gateway's own cost side by side, in one interleaved run
 ## (docs/benchmarks.md): the tool directly, a bare hop and utcpd's REST front
 ## (default configuration and --data-dir ""), then server-everything over
-## stdio directly, supergateway's SSE mode and utcpd's /mcp and stdio fronts.
+## stdio directly, a bare MCP hop (Streamable HTTP to stdio), supergateway's
+## SSE mode and utcpd's /mcp and stdio fronts; CPU per call of every process.
 ## Needs node and npm for the MCP part; BENCHCOMPARE_FLAGS="-rounds 5
 ## -duration 5s -only rest" passes flags. Not run by CI: too noisy.
 BENCHCOMPARE_FLAGS ?=

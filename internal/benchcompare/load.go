@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -23,11 +24,15 @@ type httpTarget struct {
 	method string
 	url    string
 	body   string // JSON; empty for GET
+	cpu    cpuOf  // the processes serving it
 }
 
-// measurement is one timed run: calls/s of the successful calls.
+// measurement is one timed run: calls/s of the successful calls, their
+// number, and the CPU time the load generator used for them.
 type measurement struct {
-	rate float64
+	rate    float64
+	calls   int
+	loadCPU time.Duration
 }
 
 // httpLoad runs one HTTP target for d at concurrency c with hey (when
@@ -41,11 +46,16 @@ func httpLoad(ctx context.Context, hey string, t httpTarget, c int, d time.Durat
 		args = append(args, "-T", "application/json", "-d", t.body)
 	}
 	args = append(args, t.url)
-	out, err := exec.CommandContext(ctx, hey, args...).CombinedOutput()
+	cmd := exec.CommandContext(ctx, hey, args...)
+	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return measurement{}, fmt.Errorf("hey %s: %w\n%s", t.name, err, out)
 	}
-	return parseHey(out)
+	m, err := parseHey(out)
+	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		m.loadCPU = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
+	return m, err
 }
 
 var (
@@ -81,7 +91,7 @@ func parseHey(out []byte) (measurement, error) {
 	if ok == 0 {
 		return measurement{}, fmt.Errorf("hey: no successful response:\n%s", out)
 	}
-	return measurement{rate: float64(ok) / total}, nil
+	return measurement{rate: float64(ok) / total, calls: ok}, nil
 }
 
 func builtinLoad(ctx context.Context, t httpTarget, c int, d time.Duration) (measurement, error) {
@@ -97,7 +107,8 @@ func builtinLoad(ctx context.Context, t httpTarget, c int, d time.Duration) (mea
 	if r.Errors > 0 {
 		return measurement{}, fmt.Errorf("%s: %d errors, the first: %v", t.name, r.Errors, r.FirstError)
 	}
-	return measurement{rate: r.Throughput()}, nil
+	// r.CPU is this whole process's, the generator's own work included.
+	return measurement{rate: r.Throughput(), calls: len(r.Latencies), loadCPU: r.CPU}, nil
 }
 
 // An mcpTarget is one MCP path under comparison: a go-sdk client session
@@ -106,15 +117,19 @@ type mcpTarget struct {
 	name string
 	sess *mcp.ClientSession
 	tool string
+	cpu  cpuOf // the processes serving it
 }
 
-// mcpLoad makes echo calls on one session with c callers for d.
+// mcpLoad makes echo calls on one session with c callers for d. The load
+// generator's CPU is this whole process's during the run: the go-sdk
+// client's, and the little the harness's sampler takes.
 func mcpLoad(ctx context.Context, t mcpTarget, c int, d time.Duration) (measurement, error) {
 	params := &mcp.CallToolParams{Name: t.tool, Arguments: map[string]any{"message": "hi"}}
 	var calls atomic.Int64
 	var failed atomic.Pointer[error]
 	stop := time.Now().Add(d)
 	start := time.Now()
+	cpu0 := cpuTime(0)
 	var wg sync.WaitGroup
 	for range c {
 		wg.Go(func() {
@@ -132,10 +147,12 @@ func mcpLoad(ctx context.Context, t mcpTarget, c int, d time.Duration) (measurem
 		})
 	}
 	wg.Wait()
+	cpu := cpuTime(0) - cpu0
 	if err := failed.Load(); err != nil {
 		return measurement{}, *err
 	}
-	return measurement{rate: float64(calls.Load()) / time.Since(start).Seconds()}, nil
+	n := calls.Load()
+	return measurement{rate: float64(n) / time.Since(start).Seconds(), calls: int(n), loadCPU: cpu}, nil
 }
 
 func textOf(res *mcp.CallToolResult) string {

@@ -10,6 +10,10 @@
 //   - a minimal Go tool server (GET /add?a=1&b=2, and its UTCP manual);
 //   - a bare hop, the floor of any HTTP-to-HTTP gateway: POST in, GET to
 //     the tool, copy the answer back;
+//   - a bare MCP hop, the floor of any Streamable HTTP MCP front over a
+//     stdio server: each POST /mcp body one line to server-everything's
+//     stdin, the line with the same id back as application/json
+//     (mcphop.go);
 //   - utcpd serve in its default configuration (SQLite data dir under a
 //     temporary HOME, info logs to a file, audit on) and a lean one with
 //     --data-dir "" (no store, audit in memory), each with the tool server
@@ -22,15 +26,22 @@
 // installed into a temporary GOBIN; -loadgen builtin uses the closed-loop
 // generator of internal/loadgen instead), the tool directly, the bare hop
 // and both daemons' REST fronts; the MCP part drives, with the go-sdk
-// client on one session, server-everything over stdio directly,
-// supergateway, both daemons' /mcp and `utcpd mcp` over stdio. Every
-// round runs every target once, at concurrency 1 and 32 (A B C D, A B C D,
-// ...), so that the machine's other load falls on all of them alike. The
+// client on one session, server-everything over stdio directly, the bare
+// MCP hop and both daemons' /mcp (Streamable HTTP, protocol 2025-11-25,
+// JSON answers), supergateway (SSE) and `utcpd mcp` (the stdio front).
+// Every round runs every target once, at concurrency 1 and 32 (A B C D,
+// A B C D, ...), so that the machine's other load falls on all of them
+// alike. The
 // npm packages are the versions internal/e2e/testdata/peer pins, from its
 // node_modules when installed, else installed with npm ci into a temporary
 // prefix. The tables give calls/s (min–max over the rounds), the ratios
-// the goals are stated in, the mean added at concurrency 1, the daemons'
-// peak RSS (from /proc) and the load average seen during the run.
+// the goals are stated in, the mean added at concurrency 1, the CPU time
+// per call (utime+stime from /proc, min–max over the rounds) of the
+// process serving each target, of the process behind it (the tool server;
+// the MCP server its child) and of the load generator (hey's rusage, or
+// this process for internal/loadgen and the go-sdk client), to show where
+// the machine's CPU goes, the daemons' peak RSS (from /proc) and the load
+// average seen during the run.
 //
 // Flags: -rounds N (default 3), -duration D per target and round (default
 // 5s), -only rest|mcp (default both), -loadgen hey|builtin, -keep (leave
@@ -41,6 +52,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -250,19 +262,19 @@ func run(ctx context.Context, o options) error {
 
 	if doREST {
 		smp.setPart("rest")
-		res, err := restPart(ctx, o, hey, addURL, "http://"+hop.addr+"/", daemons, doMCP)
+		res, cpu, err := restPart(ctx, o, hey, addURL, tool, hop, daemons, doMCP)
 		if err != nil {
 			return err
 		}
-		printREST(o.out, res, doMCP)
+		printREST(o.out, res, cpu, doMCP, hey != "")
 	}
 	if doMCP {
 		smp.setPart("mcp")
-		res, err := mcpPart(ctx, o, p, bin, cfg, tmp, daemons, &procs)
+		res, cpu, err := mcpPart(ctx, o, p, bin, cfg, tmp, daemons, &procs)
 		if err != nil {
 			return err
 		}
-		printMCP(o.out, res)
+		printMCP(o.out, res, cpu)
 	}
 	stopSampling() // the sampler's goroutine has ended: its fields are ours to read
 	smp.sample()
@@ -319,50 +331,57 @@ const (
 	tStdioRST = "utcpd REST → server-everything (stdio)"
 )
 
-func restPart(ctx context.Context, o options, hey, addURL, hopURL string, daemons map[string]*daemon, withStdio bool) (series, error) {
+func restPart(ctx context.Context, o options, hey, addURL string, tool, hop *proc, daemons map[string]*daemon, withStdio bool) (series, cpuSeries, error) {
 	body := `{"arguments":{"a":1,"b":2}}`
+	toolPID := tool.cmd.Process.Pid
+	dflt, lean := daemons["utcpd-default"], daemons["utcpd-lean"]
 	targets := []httpTarget{
-		{tDirect, "GET", addURL, ""},
-		{tHop, "POST", hopURL, body},
-		{tDefault, "POST", daemons["utcpd-default"].base + "/v1/tools/bench.add/call", body},
-		{tLean, "POST", daemons["utcpd-lean"].base + "/v1/tools/bench.add/call", body},
+		{tDirect, "GET", addURL, "", cpuOf{toolPID, -1}},
+		{tHop, "POST", "http://" + hop.addr + "/", body, cpuOf{hop.cmd.Process.Pid, toolPID}},
+		{tDefault, "POST", dflt.base + "/v1/tools/bench.add/call", body, cpuOf{dflt.cmd.Process.Pid, toolPID}},
+		{tLean, "POST", lean.base + "/v1/tools/bench.add/call", body, cpuOf{lean.cmd.Process.Pid, toolPID}},
 	}
 	if withStdio {
-		targets = append(targets, httpTarget{tStdioRST, "POST", daemons["utcpd-default"].base + "/v1/tools/ev.everything.echo/call",
-			`{"arguments":{"message":"hi"}}`})
+		// Behind it: the daemon's server-everything child.
+		targets = append(targets, httpTarget{tStdioRST, "POST", dflt.base + "/v1/tools/ev.everything.echo/call",
+			`{"arguments":{"message":"hi"}}`, cpuOf{dflt.cmd.Process.Pid, 0}})
 	}
 	warm := min(o.duration/4, time.Second)
 	for _, t := range targets {
 		if _, err := httpLoad(ctx, hey, t, 32, warm); err != nil {
-			return nil, fmt.Errorf("warming up %s: %w", t.name, err)
+			return nil, nil, fmt.Errorf("warming up %s: %w", t.name, err)
 		}
 	}
-	res := series{}
+	res, cpu := series{}, cpuSeries{}
 	for r := range o.rounds {
 		for _, c := range concurrencies {
 			for _, t := range targets {
+				w := t.cpu.watch()
+				before := w.snap()
 				m, err := httpLoad(ctx, hey, t, c, o.duration)
 				if err != nil {
-					return nil, err
+					return nil, nil, err
 				}
+				cpu.add(t.name, c, w, before, w.snap(), m)
 				res.add(t.name, c, m.rate)
 				fmt.Fprintf(os.Stderr, "round %d c=%d %-40s %8.0f calls/s\n", r+1, c, t.name, m.rate)
 			}
 		}
 	}
-	return res, nil
+	return res, cpu, nil
 }
 
 // MCP target names.
 const (
 	mDirect  = "server-everything over stdio, directly"
+	mHop     = "bare MCP hop (Streamable HTTP → stdio)"
 	mSuper   = "supergateway 4.0.0 SSE"
 	mDefault = "utcpd /mcp, default config"
 	mLean    = `utcpd /mcp, --data-dir ""`
 	mStdio   = "utcpd mcp (stdio front), default config"
 )
 
-func mcpPart(ctx context.Context, o options, p peers, bin, cfg, tmp string, daemons map[string]*daemon, procs *[]*proc) (series, error) {
+func mcpPart(ctx context.Context, o options, p peers, bin, cfg, tmp string, daemons map[string]*daemon, procs *[]*proc) (series, cpuSeries, error) {
 	client := mcp.NewClient(&mcp.Implementation{Name: "utcpd-benchcompare", Version: "1"}, nil)
 	connect := func(name string, tr mcp.Transport, pv string) (*mcp.ClientSession, error) {
 		// ctx, not one with a deadline: the SSE transport's stream
@@ -384,59 +403,81 @@ func mcpPart(ctx context.Context, o options, p peers, bin, cfg, tmp string, daem
 		}
 	}()
 	var targets []mcpTarget
-	add := func(name, tool string, tr mcp.Transport, pv string) error {
+	// add connects to a target served by the process pid (0: the command
+	// of tr, known once connected), the MCP server being pid's descendants.
+	add := func(name, tool string, tr mcp.Transport, pv string, pid int) error {
 		s, err := connect(name, tr, pv)
 		if err != nil {
 			return err
 		}
+		if ct, ok := tr.(*mcp.CommandTransport); ok {
+			pid = ct.Command.Process.Pid
+		}
 		sessions = append(sessions, s)
-		targets = append(targets, mcpTarget{name: name, sess: s, tool: tool})
+		targets = append(targets, mcpTarget{name: name, sess: s, tool: tool, cpu: cpuOf{pid, 0}})
 		return nil
 	}
-	if err := add(mDirect, "echo", &mcp.CommandTransport{Command: exec.Command(p.node, p.everything, "stdio")}, ""); err != nil {
-		return nil, err
+	if err := add(mDirect, "echo", &mcp.CommandTransport{Command: exec.Command(p.node, p.everything, "stdio")}, "", 0); err != nil {
+		return nil, nil, err
+	}
+	argv, err := json.Marshal([]string{p.node, p.everything, "stdio"})
+	if err != nil {
+		return nil, nil, err
+	}
+	hop, err := selfRole(tmp, "mcphop", mcpServerEnv+"="+string(argv))
+	if err != nil {
+		return nil, nil, err
+	}
+	*procs = append(*procs, hop)
+	// Protocol 2025-11-25 and JSON answers, as utcpd's /mcp.
+	hopTr := &mcp.StreamableClientTransport{Endpoint: "http://" + hop.addr + "/mcp", MaxRetries: -1}
+	if err := add(mHop, "echo", hopTr, "2025-11-25", hop.cmd.Process.Pid); err != nil {
+		return nil, nil, err
 	}
 	sg, sse, err := startSupergateway(p, tmp)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	*procs = append(*procs, sg)
-	if err := add(mSuper, "echo", &mcp.SSEClientTransport{Endpoint: sse}, ""); err != nil {
-		return nil, err
+	if err := add(mSuper, "echo", &mcp.SSEClientTransport{Endpoint: sse}, "", sg.cmd.Process.Pid); err != nil {
+		return nil, nil, err
 	}
 	for _, d := range []struct{ name, daemon string }{{mDefault, "utcpd-default"}, {mLean, "utcpd-lean"}} {
 		// Protocol 2025-11-25: one session, as supergateway's.
 		tr := &mcp.StreamableClientTransport{Endpoint: daemons[d.daemon].base + "/mcp", MaxRetries: -1}
-		if err := add(d.name, "ev.everything.echo", tr, "2025-11-25"); err != nil {
-			return nil, err
+		if err := add(d.name, "ev.everything.echo", tr, "2025-11-25", daemons[d.daemon].cmd.Process.Pid); err != nil {
+			return nil, nil, err
 		}
 	}
 	stdio := exec.Command(bin, "mcp", "--config", cfg)
 	stdio.Dir = filepath.Join(tmp, "utcpd-default")
 	stdio.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + stdio.Dir}
-	if err := add(mStdio, "ev.everything.echo", &mcp.CommandTransport{Command: stdio}, ""); err != nil {
-		return nil, err
+	if err := add(mStdio, "ev.everything.echo", &mcp.CommandTransport{Command: stdio}, "", 0); err != nil {
+		return nil, nil, err
 	}
 	warm := min(o.duration/4, time.Second)
 	for _, t := range targets {
 		if _, err := mcpLoad(ctx, t, 32, warm); err != nil {
-			return nil, fmt.Errorf("warming up %s: %w", t.name, err)
+			return nil, nil, fmt.Errorf("warming up %s: %w", t.name, err)
 		}
 	}
-	res := series{}
+	res, cpu := series{}, cpuSeries{}
 	for r := range o.rounds {
 		for _, c := range concurrencies {
 			for _, t := range targets {
+				w := t.cpu.watch()
+				before := w.snap()
 				m, err := mcpLoad(ctx, t, c, o.duration)
 				if err != nil {
-					return nil, err
+					return nil, nil, err
 				}
+				cpu.add(t.name, c, w, before, w.snap(), m)
 				res.add(t.name, c, m.rate)
 				fmt.Fprintf(os.Stderr, "round %d c=%d %-40s %8.0f calls/s\n", r+1, c, t.name, m.rate)
 			}
 		}
 	}
-	return res, nil
+	return res, cpu, nil
 }
 
 // span formats the min–max of xs.
@@ -486,7 +527,7 @@ func printTable(w io.Writer, res series, names []string) {
 	}
 }
 
-func printREST(w io.Writer, res series, withStdio bool) {
+func printREST(w io.Writer, res series, cpu cpuSeries, withStdio, hey bool) {
 	names := []string{tDirect, tHop, tDefault, tLean}
 	if withStdio {
 		names = append(names, tStdioRST)
@@ -504,12 +545,18 @@ func printREST(w io.Writer, res series, withStdio bool) {
 	fmt.Fprintf(w, "| default / lean, c=1 · c=32 | %s · %s | ≥ 0.90 |\n",
 		span(ratios(res.get(tDefault, 1), res.get(tLean, 1)), "%.2f"), span(ratios(res.get(tDefault, 32), res.get(tLean, 32)), "%.2f"))
 	fmt.Fprintf(w, "| bare hop / tool directly, c=32 | %s | |\n", span(ratios(res.get(tHop, 32), res.get(tDirect, 32)), "%.2f"))
+	load := "hey's rusage"
+	if !hey {
+		load = "this process (internal/loadgen)"
+	}
+	printCPU(w, cpu, names, "behind it (tool server; server-everything for → stdio)", load)
 }
 
-func printMCP(w io.Writer, res series) {
+func printMCP(w io.Writer, res series, cpu cpuSeries) {
+	names := []string{mDirect, mHop, mSuper, mDefault, mLean, mStdio}
 	fmt.Fprintln(w, "\nMCP (go-sdk client, one session, echo of server-everything over stdio)")
 	fmt.Fprintln(w)
-	printTable(w, res, []string{mDirect, mSuper, mDefault, mLean, mStdio})
+	printTable(w, res, names)
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "| measure | figure | goal |")
 	fmt.Fprintln(w, "| --- | --: | --- |")
@@ -517,8 +564,12 @@ func printMCP(w io.Writer, res series) {
 	fmt.Fprintf(w, "| /mcp default / supergateway SSE, c=1 · c=32 | %s · %s | ≥ 2 |\n",
 		span(ratios(res.get(mDefault, 1), res.get(mSuper, 1)), "%.2f"), span(ratios(res.get(mDefault, 32), res.get(mSuper, 32)), "%.2f"))
 	fmt.Fprintf(w, "| /mcp default, mean added over direct, c=1 | %s µs | ≤ 150 µs |\n", span(added(res.get(mDefault, 1), res.get(mDirect, 1)), "%.0f"))
+	fmt.Fprintf(w, "| /mcp default / bare MCP hop, c=32 | %s | |\n", span(ratios(res.get(mDefault, 32), res.get(mHop, 32)), "%.2f"))
+	fmt.Fprintf(w, "| /mcp default, mean added over the bare MCP hop, c=1 | %s µs | |\n", span(added(res.get(mDefault, 1), res.get(mHop, 1)), "%.0f"))
+	fmt.Fprintf(w, "| bare MCP hop / direct, c=32 | %s | |\n", span(ratios(res.get(mHop, 32), res.get(mDirect, 32)), "%.2f"))
 	fmt.Fprintf(w, "| /mcp default / lean, c=1 · c=32 | %s · %s | ≥ 0.90 |\n",
 		span(ratios(res.get(mDefault, 1), res.get(mLean, 1)), "%.2f"), span(ratios(res.get(mDefault, 32), res.get(mLean, 32)), "%.2f"))
 	fmt.Fprintf(w, "| utcpd mcp (stdio) / direct, c=32 | %s | ≥ 0.6 |\n", span(ratios(res.get(mStdio, 32), res.get(mDirect, 32)), "%.2f"))
 	fmt.Fprintf(w, "| utcpd mcp (stdio), mean added over direct, c=1 | %s µs | ≤ 150 µs |\n", span(added(res.get(mStdio, 1), res.get(mDirect, 1)), "%.0f"))
+	printCPU(w, cpu, names, "MCP server child", "this process (go-sdk client)")
 }

@@ -10,7 +10,8 @@ import (
 )
 
 // TestMain lets the test binary play the harness's helper roles (the
-// tool server and the bare hop), as the harness's own executable does.
+// tool server, the bare hop and the bare MCP hop), as the harness's own
+// executable does.
 func TestMain(m *testing.M) {
 	if runRole() {
 		return
@@ -34,7 +35,8 @@ func TestRESTRound(t *testing.T) {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
 	for _, want := range []string{"| " + tDirect + " |", "| " + tHop + " |", "| " + tDefault + " |", "| " + tLean + " |",
-		"default / bare hop, c=32", "| utcpd-default | rest |", "load average"} {
+		"default / bare hop, c=32", "| utcpd-default | rest |", "load average",
+		"CPU µs per call", "| " + tDirect + " | 32 |", "| " + tHop + " | 1 |", "| " + tLean + " | 32 |"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}

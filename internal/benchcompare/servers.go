@@ -10,8 +10,8 @@ import (
 )
 
 // The helper processes the harness runs from its own executable, chosen
-// by the environment variable roleEnv: the minimal tool server and the
-// bare hop. Each listens on 127.0.0.1:0 and prints "listening on ADDR".
+// by the environment variable roleEnv: the minimal tool server, the bare
+// hop and the bare MCP hop (mcphop.go). Each listens on 127.0.0.1:0 and prints "listening on ADDR".
 const roleEnv = "BENCHCOMPARE_ROLE"
 
 // runRole runs the role named by roleEnv, if any, and reports whether it
@@ -22,6 +22,8 @@ func runRole() bool {
 		serve(toolHandler())
 	case "hop":
 		serve(hopHandler(os.Getenv("BENCHCOMPARE_TARGET")))
+	case "mcphop":
+		runMCPHop()
 	default:
 		return false
 	}
