@@ -403,6 +403,13 @@ func mcpPart(ctx context.Context, o options, p peers, bin, cfg, tmp string, daem
 		}
 	}()
 	var targets []mcpTarget
+	// The HTTP targets' clients pool as many connections as there are
+	// callers, as hey does: with http.DefaultClient (what the go-sdk
+	// transports use by default) two idle connections a host are kept, so
+	// at concurrency 32 most calls would open and close a connection, a
+	// cost of the load generator that every HTTP target would pay alike.
+	pooled := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64, MaxIdleConns: 256}}
+	defer pooled.CloseIdleConnections()
 	// add connects to a target served by the process pid (0: the command
 	// of tr, known once connected), the MCP server being pid's descendants.
 	add := func(name, tool string, tr mcp.Transport, pv string, pid int) error {
@@ -430,7 +437,7 @@ func mcpPart(ctx context.Context, o options, p peers, bin, cfg, tmp string, daem
 	}
 	*procs = append(*procs, hop)
 	// Protocol 2025-11-25 and JSON answers, as utcpd's /mcp.
-	hopTr := &mcp.StreamableClientTransport{Endpoint: "http://" + hop.addr + "/mcp", MaxRetries: -1}
+	hopTr := &mcp.StreamableClientTransport{Endpoint: "http://" + hop.addr + "/mcp", MaxRetries: -1, HTTPClient: pooled}
 	if err := add(mHop, "echo", hopTr, "2025-11-25", hop.cmd.Process.Pid); err != nil {
 		return nil, nil, err
 	}
@@ -439,12 +446,12 @@ func mcpPart(ctx context.Context, o options, p peers, bin, cfg, tmp string, daem
 		return nil, nil, err
 	}
 	*procs = append(*procs, sg)
-	if err := add(mSuper, "echo", &mcp.SSEClientTransport{Endpoint: sse}, "", sg.cmd.Process.Pid); err != nil {
+	if err := add(mSuper, "echo", &mcp.SSEClientTransport{Endpoint: sse, HTTPClient: pooled}, "", sg.cmd.Process.Pid); err != nil {
 		return nil, nil, err
 	}
 	for _, d := range []struct{ name, daemon string }{{mDefault, "utcpd-default"}, {mLean, "utcpd-lean"}} {
 		// Protocol 2025-11-25: one session, as supergateway's.
-		tr := &mcp.StreamableClientTransport{Endpoint: daemons[d.daemon].base + "/mcp", MaxRetries: -1}
+		tr := &mcp.StreamableClientTransport{Endpoint: daemons[d.daemon].base + "/mcp", MaxRetries: -1, HTTPClient: pooled}
 		if err := add(d.name, "ev.everything.echo", tr, "2025-11-25", daemons[d.daemon].cmd.Process.Pid); err != nil {
 			return nil, nil, err
 		}
