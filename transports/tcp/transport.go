@@ -19,6 +19,7 @@ import (
 	"github.com/utcpd/utcpd/internal/netguard"
 	"github.com/utcpd/utcpd/transports"
 	"github.com/utcpd/utcpd/transports/internal/envelope"
+	"github.com/utcpd/utcpd/transports/internal/peek"
 	"github.com/utcpd/utcpd/transports/internal/socket"
 	"github.com/utcpd/utcpd/utcp"
 )
@@ -531,7 +532,7 @@ func (c *conn) alive() bool {
 	if c.br.Buffered() > 0 {
 		return false
 	}
-	return peekAlive(c.nc)
+	return peek.Alive(c.nc)
 }
 
 // put returns a connection to the pool, or closes it when the pool is

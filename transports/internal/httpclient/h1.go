@@ -11,6 +11,8 @@ import (
 	"net/url"
 	"sync"
 	"time"
+
+	"github.com/utcpd/utcpd/transports/internal/peek"
 )
 
 // h1Pool is the clients' own HTTP/1.1 path for the requests that allow it
@@ -29,7 +31,7 @@ import (
 // headers are bounded (maxResponseHeaderBytes, the Transport's default),
 // a connection is reused only after its response body was read to the
 // end and neither side asked to close it, an idle connection the server
-// has closed is noticed before it is reused (aliveIdle), and a request
+// has closed is noticed before it is reused (peek.Alive), and a request
 // that fails on a reused connection before any byte of its response
 // arrived is retried once on a new one when it is idempotent (as the
 // Transport does). What it does not do: ask for gzip and decompress
@@ -179,7 +181,7 @@ func (p *h1Pool) get(ctx context.Context, addr string) (*h1Conn, error) {
 		p.idle[addr] = list[:len(list)-1]
 		p.nidle--
 		p.mu.Unlock()
-		if time.Since(c.idleAt) < p.idleTimeout && c.br.Buffered() == 0 && aliveIdle(c.nc) {
+		if time.Since(c.idleAt) < p.idleTimeout && c.br.Buffered() == 0 && peek.Alive(c.nc) {
 			c.reused = true
 			return c, nil
 		}

@@ -1,16 +1,17 @@
 //go:build unix
 
-package tcp
+package peek
 
 import (
 	"net"
 	"syscall"
 )
 
-// peekAlive reports whether nc is open with nothing to read, with a
-// non-blocking MSG_PEEK: EOF (the server closed it), unasked data or an
-// error mean it must not carry another call.
-func peekAlive(nc net.Conn) bool {
+// Alive reports whether an idle pooled connection (the tcp
+// transport's, the HTTP clients' keep-alive ones) is open with nothing to
+// read, with one non-blocking MSG_PEEK: EOF (the server closed it),
+// unasked data or an error mean it must not carry another call.
+func Alive(nc net.Conn) bool {
 	sc, ok := nc.(syscall.Conn)
 	if !ok {
 		return true
