@@ -194,27 +194,9 @@ func (s *Server) leanToolsCall(w http.ResponseWriter, r *http.Request, e *jsonSe
 	if !ok {
 		return false
 	}
-	params := &mcp.CallToolParamsRaw{}
-	if len(bytes.TrimSpace(msg.Params)) == 0 || json.Unmarshal(msg.Params, params) != nil {
-		return false
-	}
-	if params.Meta != nil {
-		// A progress token (progress notifications need the SDK's
-		// stream) or per-request protocol metadata: the SDK's.
-		if _, ok := params.Meta["progressToken"]; ok {
-			return false
-		}
-		for k := range params.Meta {
-			if strings.HasPrefix(k, "io.modelcontextprotocol/") {
-				return false
-			}
-		}
-	}
-	s.syncMu.Lock()
-	p, ok := s.tools[params.Name]
-	s.syncMu.Unlock()
+	params, p, ok := s.leanParams(msg)
 	if !ok {
-		return false // codemode.run, or a tool the SDK answers as unknown
+		return false
 	}
 	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
 	defer cancel()
@@ -230,7 +212,47 @@ func (s *Server) leanToolsCall(w http.ResponseWriter, r *http.Request, e *jsonSe
 		delete(e.calls, key)
 		e.mu.Unlock()
 	}()
-	req := &mcp.CallToolRequest{Session: e.ss, Params: params, Extra: &mcp.RequestExtra{TokenInfo: ti, Header: r.Header}}
+	data := s.leanRun(ctx, e.ss, msg, params, p, &mcp.RequestExtra{TokenInfo: ti, Header: r.Header})
+	w.Header().Set("Cache-Control", "no-cache, no-transform")
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(data)
+	return true
+}
+
+// leanParams decodes the params of the tools/call msg for the lean path,
+// with the tool they name; false when the SDK must serve it.
+func (s *Server) leanParams(msg leanCall) (*mcp.CallToolParamsRaw, published, bool) {
+	params := &mcp.CallToolParamsRaw{}
+	if len(bytes.TrimSpace(msg.Params)) == 0 || json.Unmarshal(msg.Params, params) != nil {
+		return nil, published{}, false
+	}
+	if params.Meta != nil {
+		// A progress token (progress notifications need the SDK's
+		// stream) or per-request protocol metadata: the SDK's.
+		if _, ok := params.Meta["progressToken"]; ok {
+			return nil, published{}, false
+		}
+		for k := range params.Meta {
+			if strings.HasPrefix(k, "io.modelcontextprotocol/") {
+				return nil, published{}, false
+			}
+		}
+	}
+	s.syncMu.Lock()
+	p, ok := s.tools[params.Name]
+	s.syncMu.Unlock()
+	if !ok {
+		return nil, published{}, false // codemode.run, or a tool the SDK answers as unknown
+	}
+	return params, p, true
+}
+
+// leanRun runs the tools/call msg of session ss through the handler the
+// SDK would run (serveTool behind scopeMiddleware) and returns its
+// JSON-RPC response as the SDK writes it.
+func (s *Server) leanRun(ctx context.Context, ss *mcp.ServerSession, msg leanCall, params *mcp.CallToolParamsRaw, p published, extra *mcp.RequestExtra) []byte {
+	req := &mcp.CallToolRequest{Session: ss, Params: params, Extra: extra}
 	h := s.scopeMiddleware(func(ctx context.Context, _ string, req mcp.Request) (mcp.Result, error) {
 		res, err := s.serveTool(ctx, req.(*mcp.CallToolRequest), p.def, p.check)
 		if err != nil || res == nil {
@@ -260,12 +282,8 @@ func (s *Server) leanToolsCall(w http.ResponseWriter, r *http.Request, e *jsonSe
 		out.Result, out.Error = nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: merr.Error()}
 		data, _ = json.Marshal(out)
 	}
-	w.Header().Set("Cache-Control", "no-cache, no-transform")
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(data)
 	s.leanServed.Add(1)
-	return true
+	return data
 }
 
 // wireError is err as the SDK's JSON-RPC layer writes it: a JSON-RPC

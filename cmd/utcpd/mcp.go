@@ -16,7 +16,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
 
 	"github.com/utcpd/utcpd/api/codemode"
@@ -181,8 +180,7 @@ unusable configuration.`,
 				return err
 			}
 			defer front.Close()
-			t := &mcp.IOTransport{Reader: io.NopCloser(cmd.InOrStdin()), Writer: nopWriteCloser{cmd.OutOrStdout()}}
-			return front.Run(cmd.Context(), t)
+			return front.RunIO(cmd.Context(), cmd.InOrStdin(), cmd.OutOrStdout())
 		},
 	}
 	fl := cmd.Flags()
@@ -199,12 +197,6 @@ unusable configuration.`,
 	fl.StringVar(&logLevel, "log-level", "warn", "log level on standard error: debug, info, warn or error")
 	return cmd
 }
-
-// nopWriteCloser is a Writer whose Close does nothing: the MCP session
-// must not close the command's standard output.
-type nopWriteCloser struct{ io.Writer }
-
-func (nopWriteCloser) Close() error { return nil }
 
 // restBackend is the MCP front's Backend over a daemon's REST front.
 type restBackend struct {

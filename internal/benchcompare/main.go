@@ -459,7 +459,10 @@ func mcpPart(ctx context.Context, o options, p peers, bin, cfg, tmp string, daem
 	stdio := exec.Command(bin, "mcp", "--config", cfg)
 	stdio.Dir = filepath.Join(tmp, "utcpd-default")
 	stdio.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + stdio.Dir}
-	if err := add(mStdio, "ev.everything.echo", &mcp.CommandTransport{Command: stdio}, "", 0); err != nil {
+	// Protocol 2025-11-25, as /mcp: at 2026-07-28 (the go-sdk client's
+	// default) every request carries per-request metadata only the SDK
+	// serves.
+	if err := add(mStdio, "ev.everything.echo", &mcp.CommandTransport{Command: stdio}, "2025-11-25", 0); err != nil {
 		return nil, nil, err
 	}
 	warm := min(o.duration/4, time.Second)
