@@ -164,16 +164,7 @@ func (s *Server) serveLean(w http.ResponseWriter, r *http.Request, e *jsonSessio
 // leanCancel cancels the lean call a notifications/cancelled names and
 // answers 202 as the SDK does; false for any other notification.
 func (s *Server) leanCancel(w http.ResponseWriter, e *jsonSessionInfo, msg leanCall) bool {
-	if len(msg.ID) > 0 {
-		return false
-	}
-	var p struct {
-		RequestID json.RawMessage `json:"requestId"`
-	}
-	if json.Unmarshal(msg.Params, &p) != nil {
-		return false
-	}
-	key, ok := compactID(p.RequestID)
+	key, ok := cancelledKey(msg)
 	if !ok {
 		return false
 	}
@@ -284,6 +275,22 @@ func (s *Server) leanRun(ctx context.Context, ss *mcp.ServerSession, msg leanCal
 	}
 	s.leanServed.Add(1)
 	return data
+}
+
+// cancelledKey is the compact id of the request the notification
+// notifications/cancelled msg names; false when it is not such a
+// notification or names no request.
+func cancelledKey(msg leanCall) (string, bool) {
+	if len(msg.ID) > 0 {
+		return "", false
+	}
+	var p struct {
+		RequestID json.RawMessage `json:"requestId"`
+	}
+	if json.Unmarshal(msg.Params, &p) != nil {
+		return "", false
+	}
+	return compactID(p.RequestID)
 }
 
 // wireError is err as the SDK's JSON-RPC layer writes it: a JSON-RPC

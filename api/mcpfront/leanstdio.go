@@ -179,16 +179,7 @@ func (l *leanStdin) serve(line []byte) bool {
 // cancel cancels the lean call a notifications/cancelled names; false
 // for any other notification.
 func (l *leanStdin) cancel(msg leanCall) bool {
-	if len(msg.ID) > 0 {
-		return false
-	}
-	var p struct {
-		RequestID json.RawMessage `json:"requestId"`
-	}
-	if json.Unmarshal(msg.Params, &p) != nil {
-		return false
-	}
-	key, ok := compactID(p.RequestID)
+	key, ok := cancelledKey(msg)
 	if !ok {
 		return false
 	}
