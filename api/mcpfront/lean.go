@@ -36,10 +36,67 @@ type jsonSessionInfo struct {
 	user string
 
 	mu     sync.Mutex
-	active int                           // requests of the session being served
-	timer  *time.Timer                   // closes the session when idle; nil: never
-	idle   time.Duration                 // the timer's duration
-	calls  map[string]context.CancelFunc // lean calls in flight, by compact request id
+	active int           // requests of the session being served
+	timer  *time.Timer   // closes the session when idle; nil: never
+	idle   time.Duration // the timer's duration
+
+	calls leanCalls
+}
+
+// leanCalls are a session's lean calls in flight, by compact request id
+// (compactID), so that a notifications/cancelled naming one cancels it.
+type leanCalls struct {
+	mu    sync.Mutex
+	calls map[string]context.CancelFunc
+}
+
+// add records the call key; false when one with that id is in flight
+// (the SDK refuses a duplicate in-flight id).
+func (c *leanCalls) add(key string, cancel context.CancelFunc) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, dup := c.calls[key]; dup {
+		return false
+	}
+	if c.calls == nil {
+		c.calls = map[string]context.CancelFunc{}
+	}
+	c.calls[key] = cancel
+	return true
+}
+
+// done forgets the call key.
+func (c *leanCalls) done(key string) {
+	c.mu.Lock()
+	delete(c.calls, key)
+	c.mu.Unlock()
+}
+
+// cancel cancels the call key; false when none is in flight.
+func (c *leanCalls) cancel(key string) bool {
+	c.mu.Lock()
+	cancel, ok := c.calls[key]
+	c.mu.Unlock()
+	if ok {
+		cancel()
+	}
+	return ok
+}
+
+// cancelAll cancels every call in flight.
+func (c *leanCalls) cancelAll() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, cancel := range c.calls {
+		cancel()
+	}
+}
+
+// inFlight is how many calls are in flight (tests).
+func (c *leanCalls) inFlight() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.calls)
 }
 
 // begin marks a request of the session as being served (the idle timer
@@ -64,13 +121,7 @@ func (e *jsonSessionInfo) end() {
 }
 
 // cancelAll cancels the session's lean calls (the session ended).
-func (e *jsonSessionInfo) cancelAll() {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	for _, cancel := range e.calls {
-		cancel()
-	}
-}
+func (e *jsonSessionInfo) cancelAll() { e.calls.cancelAll() }
 
 // trackJSONSession records the JSON session id that r (an initialize
 // request) opened.
@@ -85,7 +136,7 @@ func (s *Server) trackJSONSession(r *http.Request, id string) {
 	if ss == nil {
 		return
 	}
-	e := &jsonSessionInfo{ss: ss, calls: map[string]context.CancelFunc{}}
+	e := &jsonSessionInfo{ss: ss}
 	if ti := auth.TokenInfoFromContext(r.Context()); ti != nil {
 		e.user = ti.UserID
 	}
@@ -168,13 +219,9 @@ func (s *Server) leanCancel(w http.ResponseWriter, e *jsonSessionInfo, msg leanC
 	if !ok {
 		return false
 	}
-	e.mu.Lock()
-	cancel, ok := e.calls[key]
-	e.mu.Unlock()
-	if !ok {
+	if !e.calls.cancel(key) {
 		return false
 	}
-	cancel()
 	w.WriteHeader(http.StatusAccepted)
 	return true
 }
@@ -191,18 +238,10 @@ func (s *Server) leanToolsCall(w http.ResponseWriter, r *http.Request, e *jsonSe
 	}
 	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
 	defer cancel()
-	e.mu.Lock()
-	if _, dup := e.calls[key]; dup {
-		e.mu.Unlock()
-		return false // the SDK refuses a duplicate in-flight id
+	if !e.calls.add(key, cancel) {
+		return false // the SDK's: it refuses a duplicate in-flight id
 	}
-	e.calls[key] = cancel
-	e.mu.Unlock()
-	defer func() {
-		e.mu.Lock()
-		delete(e.calls, key)
-		e.mu.Unlock()
-	}()
+	defer e.calls.done(key)
 	data := s.leanRun(ctx, e.ss, msg, params, p, &mcp.RequestExtra{TokenInfo: ti, Header: r.Header})
 	w.Header().Set("Cache-Control", "no-cache, no-transform")
 	w.Header().Set("Content-Type", "application/json")

@@ -127,10 +127,7 @@ func TestLeanPathCancel(t *testing.T) {
 	}()
 	waitFor(t, "the lean call in flight", func() bool {
 		v, _ := e.front.jsonIDs.Load(rs.id)
-		en := v.(*jsonSessionInfo)
-		en.mu.Lock()
-		defer en.mu.Unlock()
-		return len(en.calls) == 1
+		return v.(*jsonSessionInfo).calls.inFlight() == 1
 	})
 	if r, b := rs.post(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":41}}`); r.StatusCode != http.StatusAccepted {
 		t.Fatalf("notifications/cancelled: %d %s", r.StatusCode, b)

@@ -25,7 +25,7 @@ func (s *Server) RunIO(ctx context.Context, r io.Reader, w io.Writer) error {
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	out := &lockedWriter{w: w}
-	in := &leanStdin{s: s, br: bufio.NewReaderSize(r, leanStdinBuffer), out: out, ctx: runCtx, calls: map[string]context.CancelFunc{}}
+	in := &leanStdin{s: s, br: bufio.NewReaderSize(r, leanStdinBuffer), out: out, ctx: runCtx}
 	t := &mcp.IOTransport{Reader: io.NopCloser(in), Writer: nopWriteCloser{out}}
 	ss, err := s.mcp.Connect(runCtx, t, nil)
 	if err != nil {
@@ -88,8 +88,7 @@ type leanStdin struct {
 	boundary valueScanner // over what went to the SDK: is it between values?
 	long     bool         // inside a line longer than the buffer
 
-	mu    sync.Mutex
-	calls map[string]context.CancelFunc // lean calls in flight, by compact id
+	calls leanCalls
 	wg    sync.WaitGroup
 }
 
@@ -150,23 +149,15 @@ func (l *leanStdin) serve(line []byte) bool {
 		return false
 	}
 	ctx, cancel := context.WithCancel(l.ctx)
-	l.mu.Lock()
-	if _, dup := l.calls[key]; dup {
-		l.mu.Unlock()
+	if !l.calls.add(key, cancel) {
 		cancel()
-		return false // the SDK refuses a duplicate in-flight id
+		return false // the SDK's: it refuses a duplicate in-flight id
 	}
-	l.calls[key] = cancel
-	l.mu.Unlock()
 	l.wg.Add(1)
 	go func() {
 		defer l.wg.Done()
-		defer func() {
-			l.mu.Lock()
-			delete(l.calls, key)
-			l.mu.Unlock()
-			cancel()
-		}()
+		defer cancel()
+		defer l.calls.done(key)
 		data := s.leanRun(ctx, ss, msg, params, p, &mcp.RequestExtra{})
 		if l.ctx.Err() != nil {
 			return // the session ended: no one reads the answer
@@ -180,16 +171,7 @@ func (l *leanStdin) serve(line []byte) bool {
 // for any other notification.
 func (l *leanStdin) cancel(msg leanCall) bool {
 	key, ok := cancelledKey(msg)
-	if !ok {
-		return false
-	}
-	l.mu.Lock()
-	cancel, ok := l.calls[key]
-	l.mu.Unlock()
-	if ok {
-		cancel()
-	}
-	return ok
+	return ok && l.calls.cancel(key)
 }
 
 // valueScanner follows a stream of JSON text far enough to tell whether

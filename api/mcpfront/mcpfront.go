@@ -1,7 +1,8 @@
 // Package mcpfront is utcpd's MCP front: it serves every registered tool
 // to Model Context Protocol clients, over Streamable HTTP (Handler, the
-// daemon mounts it at /mcp) and over stdio (Run with an mcp.StdioTransport,
-// "utcpd mcp").
+// daemon mounts it at /mcp) and over stdio (RunIO on standard input and
+// output, "utcpd mcp"; Run serves any other mcp.Transport, without the
+// lean path).
 //
 // Every call goes through the same path as the REST front: the Backend's
 // CallTool (gateway.CallTool for an in-process gateway), so the same guard
@@ -471,8 +472,8 @@ func (s *Server) follow() {
 	}
 }
 
-// Run serves one MCP session over t (an mcp.StdioTransport for "utcpd
-// mcp") until the client disconnects or ctx ends.
+// Run serves one MCP session over t until the client disconnects or ctx
+// ends. Every request goes to the SDK; "utcpd mcp" uses RunIO.
 func (s *Server) Run(ctx context.Context, t mcp.Transport) error {
 	err := s.mcp.Run(ctx, t)
 	if errors.Is(err, context.Canceled) && ctx.Err() != nil {

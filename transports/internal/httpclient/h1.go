@@ -430,9 +430,3 @@ func (b *h1Body) Close() error {
 	_ = b.c.nc.Close()
 	return nil
 }
-
-// isH1Body reports whether r is a body of the pool (tests).
-func isH1Body(r io.Reader) bool {
-	_, ok := r.(*h1Body)
-	return ok
-}

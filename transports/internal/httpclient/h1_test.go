@@ -17,6 +17,12 @@ import (
 	"time"
 )
 
+// isH1Body reports whether r is a body of the pool.
+func isH1Body(r io.Reader) bool {
+	_, ok := r.(*h1Body)
+	return ok
+}
+
 // countingServer is an httptest server that counts the connections it
 // accepted.
 func countingServer(t *testing.T, h http.Handler) (*httptest.Server, *atomic.Int64) {
