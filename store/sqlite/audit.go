@@ -177,10 +177,26 @@ func (a *Audit) Query(ctx context.Context, q audit.Query) ([]audit.Record, error
 		return nil, err
 	}
 	defer s.use()()
+	sqlq, args := auditQuery(q)
+	rows, err := s.reader.QueryContext(ctx, sqlq, args...)
+	if err != nil {
+		return nil, s.wrap(ctx, "query audit records", err)
+	}
+	defer rows.Close()
+	return rowscan.Collect(rows, func(id int64, data []byte) (audit.Record, error) { return rowscan.Record("sqlite", id, data) },
+		func(err error) error { return s.wrap(ctx, "query audit records", err) })
+}
+
+// auditQuery is the SELECT of Query and its arguments.
+func auditQuery(q audit.Query) (string, []any) {
 	sqlq := `SELECT id, data FROM audit WHERE 1 = 1`
 	var args []any
 	if q.Tool != "" {
-		sqlq += ` AND (tool = ? OR qualified = ?)`
+		// tool = ? OR qualified = ?, in the terms of the two indexes:
+		// audit_tool holds only the rows whose tool is not their
+		// qualified name (migration 6), and a row whose tool is its
+		// qualified name is found by qualified.
+		sqlq += ` AND (qualified = ? OR (tool = ? AND tool <> qualified))`
 		args = append(args, q.Tool, q.Tool)
 	}
 	if q.Decision != "" {
@@ -204,13 +220,7 @@ func (a *Audit) Query(ctx context.Context, q audit.Query) ([]audit.Record, error
 		args = append(args, q.Before)
 	}
 	sqlq += ` ORDER BY id DESC LIMIT ` + strconv.Itoa(q.EffectiveLimit())
-	rows, err := s.reader.QueryContext(ctx, sqlq, args...)
-	if err != nil {
-		return nil, s.wrap(ctx, "query audit records", err)
-	}
-	defer rows.Close()
-	return rowscan.Collect(rows, func(id int64, data []byte) (audit.Record, error) { return rowscan.Record("sqlite", id, data) },
-		func(err error) error { return s.wrap(ctx, "query audit records", err) })
+	return sqlq, args
 }
 
 // Prune deletes the records of calls that started before before, a batch

@@ -133,6 +133,10 @@ func testFilters(t *testing.T, s audit.Store) {
 	recs[1].Decision, recs[1].Outcome, recs[1].Dispatched = "deny", string(utcp.CodeGuardDenied), false
 	recs[3].Decision, recs[3].Outcome = "review", string(utcp.CodeReviewPending)
 	recs[3].Qualified = ""
+	// Called by its qualified name: Tool and Qualified are the same.
+	byQualified := Fixture("demo.sum", 4*time.Minute)
+	byQualified.Qualified = "demo.sum"
+	recs = append(recs, byQualified)
 	appendAll(t, s, recs...)
 	for _, tc := range []struct {
 		name string
@@ -142,10 +146,12 @@ func testFilters(t *testing.T, s audit.Store) {
 		{"tool_requested", audit.Query{Tool: "echo"}, []string{"echo", "echo"}},
 		{"tool_qualified", audit.Query{Tool: "demo.add"}, []string{"add"}},
 		{"tool_no_prefix_match", audit.Query{Tool: "demo"}, []string{}},
+		{"tool_called_qualified", audit.Query{Tool: "demo.sum"}, []string{"demo.sum"}},
+		{"tool_unresolved", audit.Query{Tool: "fail"}, []string{"fail"}},
 		{"decision", audit.Query{Decision: "deny"}, []string{"add"}},
 		{"decision_review", audit.Query{Decision: "review"}, []string{"fail"}},
-		{"outcome", audit.Query{Outcome: "ok"}, []string{"echo", "echo"}},
-		{"since", audit.Query{Since: base.Add(2 * time.Minute)}, []string{"fail", "echo"}},
+		{"outcome", audit.Query{Outcome: "ok"}, []string{"demo.sum", "echo", "echo"}},
+		{"since", audit.Query{Since: base.Add(2 * time.Minute)}, []string{"demo.sum", "fail", "echo"}},
 		{"combined", audit.Query{Tool: "echo", Since: base.Add(time.Minute)}, []string{"echo"}},
 		{"none", audit.Query{Decision: "error"}, []string{}},
 	} {
