@@ -294,6 +294,11 @@ func decodeArguments(raw json.RawMessage) (map[string]any, error) {
 	if raw[0] != '{' {
 		return nil, errors.New("arguments must be a JSON object")
 	}
+	if v, ok := jsonx.DecodePlain(raw); ok {
+		if args, ok := v.(map[string]any); ok {
+			return args, nil
+		}
+	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
 	var args map[string]any

@@ -11,10 +11,13 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/utcpd/utcpd/internal/jsonx"
 )
 
 // The lean path: a tools/call on a JSON session (jsonSession) is served
@@ -158,6 +161,41 @@ type leanCall struct {
 	Params  json.RawMessage `json:"params"`
 }
 
+// scanLeanCall reads the JSON-RPC message t as json.Unmarshal into a
+// leanCall does, when t is valid JSON of the plain form: no key but
+// jsonrpc, id, method and params, each once and spelt exactly so, and
+// jsonrpc and method strings without escapes. False for anything else,
+// which json.Unmarshal then reads (a key in other case, say, which it
+// matches as well).
+func scanLeanCall(t []byte) (leanCall, bool) {
+	var msg leanCall
+	if !json.Valid(t) {
+		return msg, false
+	}
+	ok := jsonx.EachField(t, 0, func(k, v []byte) bool {
+		switch string(k) {
+		case "jsonrpc", "method":
+			text, plain := jsonx.PlainString(v)
+			if !plain || !utf8.Valid(text) {
+				return false
+			}
+			if k[0] == 'j' {
+				msg.JSONRPC = string(text)
+			} else {
+				msg.Method = string(text)
+			}
+		case "id":
+			msg.ID = json.RawMessage(v)
+		case "params":
+			msg.Params = json.RawMessage(v)
+		default:
+			return false
+		}
+		return true
+	})
+	return msg, ok
+}
+
 // serveLean serves the POST r of the tracked JSON session e on the lean
 // path and reports true, or reports false, r's body put back whole, for
 // the SDK to serve.
@@ -199,8 +237,11 @@ func (s *Server) serveLean(w http.ResponseWriter, r *http.Request, e *jsonSessio
 	if len(t) == 0 || t[0] != '{' {
 		return false // a batch, or not JSON: the SDK answers
 	}
-	var msg leanCall
-	if json.Unmarshal(t, &msg) != nil || msg.JSONRPC != "2.0" {
+	msg, ok := scanLeanCall(t)
+	if !ok && json.Unmarshal(t, &msg) != nil {
+		return false
+	}
+	if msg.JSONRPC != "2.0" {
 		return false
 	}
 	switch msg.Method {
@@ -253,9 +294,12 @@ func (s *Server) leanToolsCall(w http.ResponseWriter, r *http.Request, e *jsonSe
 // leanParams decodes the params of the tools/call msg for the lean path,
 // with the tool they name; false when the SDK must serve it.
 func (s *Server) leanParams(msg leanCall) (*mcp.CallToolParamsRaw, published, bool) {
-	params := &mcp.CallToolParamsRaw{}
-	if len(bytes.TrimSpace(msg.Params)) == 0 || json.Unmarshal(msg.Params, params) != nil {
-		return nil, published{}, false
+	params, plain := scanCallParams(msg.Params)
+	if !plain {
+		params = &mcp.CallToolParamsRaw{}
+		if len(bytes.TrimSpace(msg.Params)) == 0 || json.Unmarshal(msg.Params, params) != nil {
+			return nil, published{}, false
+		}
 	}
 	if params.Meta != nil {
 		// A progress token (progress notifications need the SDK's
@@ -276,6 +320,31 @@ func (s *Server) leanParams(msg leanCall) (*mcp.CallToolParamsRaw, published, bo
 		return nil, published{}, false // codemode.run, or a tool the SDK answers as unknown
 	}
 	return params, p, true
+}
+
+// scanCallParams reads tools/call params as json.Unmarshal into a
+// CallToolParamsRaw does, when they are a JSON object (valid: a part of
+// a message json.Valid accepted) of name, a string without escapes, and
+// arguments, each at most once; false for anything else (a _meta among
+// them), which json.Unmarshal then reads.
+func scanCallParams(raw json.RawMessage) (*mcp.CallToolParamsRaw, bool) {
+	p := &mcp.CallToolParamsRaw{}
+	ok := jsonx.EachField(raw, 0, func(k, v []byte) bool {
+		switch string(k) {
+		case "name":
+			text, plain := jsonx.PlainString(v)
+			if !plain || !utf8.Valid(text) {
+				return false
+			}
+			p.Name = string(text)
+		case "arguments":
+			p.Arguments = json.RawMessage(v)
+		default:
+			return false
+		}
+		return true
+	})
+	return p, ok
 }
 
 // leanRun runs the tools/call msg of session ss through the handler the
@@ -306,6 +375,12 @@ func (s *Server) leanRun(ctx context.Context, ss *mcp.ServerSession, msg leanCal
 		out.Error = wireError(err)
 	} else {
 		out.Result = res
+	}
+	if err == nil {
+		if data, ok := appendPlainResponse(make([]byte, 0, 256), msg.ID, res); ok {
+			s.leanServed.Add(1)
+			return data
+		}
 	}
 	data, merr := json.Marshal(out)
 	if merr != nil {
@@ -354,6 +429,12 @@ func compactID(raw json.RawMessage) (string, bool) {
 	if len(t) == 0 {
 		return "", false
 	}
+	if n, ok := plainInteger(t); ok {
+		return "n:" + n, true
+	}
+	if text, ok := jsonx.PlainString(t); ok && utf8.Valid(text) {
+		return "s:" + string(text), true
+	}
 	var v any
 	if json.Unmarshal(t, &v) != nil {
 		return "", false
@@ -394,4 +475,71 @@ func acceptsBoth(values []string) (jsonOK, streamOK bool) {
 		}
 	}
 	return
+}
+
+// plainInteger is t when it is a JSON integer of at most 18 digits
+// without a sign or a leading zero (json.Unmarshal reads it as the same
+// float64 and compactID keys it by its text).
+func plainInteger(t []byte) (string, bool) {
+	if len(t) == 0 || len(t) > 18 || (t[0] == '0' && len(t) > 1) {
+		return "", false
+	}
+	for _, c := range t {
+		if c < '0' || c > '9' {
+			return "", false
+		}
+	}
+	return string(t), true
+}
+
+// appendPlainResponse appends to b the JSON-RPC response of id with the
+// tools/call result res exactly as json.Marshal writes leanRun's
+// response, when both are of the plain form the calls of most tools
+// answer: an id that is an integer or a string encoding/json writes as it
+// is, and a result of text blocks alone (no _meta, annotations or
+// input requests), with a structuredContent as raw JSON perhaps. False
+// for anything else, which json.Marshal then writes.
+func appendPlainResponse(b []byte, id json.RawMessage, result any) ([]byte, bool) {
+	res, ok := result.(*mcp.CallToolResult)
+	if !ok || res == nil || res.Meta != nil || res.InputRequests != nil || res.RequestState != "" {
+		return nil, false
+	}
+	if _, ok := plainInteger(id); !ok {
+		text, plain := jsonx.PlainString(id)
+		if !plain || !jsonx.Unescaped(string(text), true) {
+			return nil, false
+		}
+	}
+	var structured json.RawMessage
+	switch sc := res.StructuredContent.(type) {
+	case nil:
+	case json.RawMessage:
+		if sc == nil {
+			return nil, false // json.Marshal writes it as null
+		}
+		structured = sc
+	default:
+		return nil, false
+	}
+	b = append(b, `{"jsonrpc":"2.0","id":`...)
+	b = append(b, id...)
+	b = append(b, `,"result":{"content":[`...)
+	for i, c := range res.Content {
+		t, ok := c.(*mcp.TextContent)
+		if !ok || t.Meta != nil || t.Annotations != nil {
+			return nil, false
+		}
+		b = jsonx.AppendTextBlock(b, i, t.Text)
+	}
+	b = append(b, ']')
+	if structured != nil {
+		b = append(b, `,"structuredContent":`...)
+		if b, ok = jsonx.AppendMarshaledRaw(b, structured); !ok {
+			return nil, false
+		}
+	}
+	if res.IsError {
+		b = append(b, `,"isError":true`...)
+	}
+	return append(b, "}}"...), true
 }

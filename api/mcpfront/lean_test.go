@@ -84,6 +84,14 @@ func TestLeanPathMatchesSDK(t *testing.T) {
 		{"narrow-key", `{"jsonrpc":"2.0","id":13,"method":"tools/call","params":{"name":"demo.add","arguments":{"a":1,"b":2}}}`, true},
 		{"narrow-key", `{"jsonrpc":"2.0","id":14,"method":"tools/call","params":{"name":"demo.echo","arguments":{"message":"x"},"_meta":{"k":"v"}}}`, true},
 		{"wide-key", `{"jsonrpc":"2.0","id":15,"method":"tools/list"}`, false},
+		// Not of the plain form the lean path scans itself: encoding/json
+		// reads them, as before, and the answers still match the SDK's.
+		{"wide-key", `{"jsonrpc":"2.0","id":17,"method":"tools/call","params":{"name":"demo.\u0061dd","arguments":{"a":1,"b":2}}}`, true},
+		{"wide-key", `{"jsonrpc":"2.0","id":18,"method":"tools/call","params":{"name":"demo.add","name":"demo.echo","arguments":{"message":"dup"}}}`, true},
+		{"wide-key", `{"jsonrpc":"2.0","id":"\u0031\u0039","method":"tools/call","params":{"name":"demo.add","arguments":{"a":1,"b":2}}}`, true},
+		{"wide-key", `{"jsonrpc":"2.0","id":20,"method":"tools/call","params":{"name":"demo.echo","arguments":{"message":"x"},"extra":1}}`, true},
+		{"wide-key", `{"jsonrpc":"2.0","id":-21,"method":"tools/call","params":{"name":"demo.echo","arguments":{"message":"line\nbreak \"quoted\" \u2028 <&>"}}}`, true},
+		{"wide-key", `{"jsonrpc":"2.0","id":"<22>","method":"tools/call","params":{"name":"demo.add","arguments":{"a":1.5,"b":2e3}}}`, true},
 		{"wide-key", `[{"jsonrpc":"2.0","id":16,"method":"tools/call","params":{"name":"demo.add","arguments":{"a":1,"b":2}}}]`, false},
 	}
 	sessions := map[string]*rawSession{}
@@ -190,5 +198,133 @@ func TestLeanPathGoSDKClient(t *testing.T) {
 	}
 	if got := e.front.leanServed.Load(); got != 1 {
 		t.Errorf("lean path served %d calls, want 1", got)
+	}
+}
+
+// TestPlainResponseIsMarshals: what appendPlainResponse writes is byte
+// for byte what json.Marshal writes of leanRun's response, for texts
+// that need every kind of escape, several blocks, none, isError and a
+// structuredContent; and it declines what it does not write itself.
+func TestPlainResponseIsMarshals(t *testing.T) {
+	text := func(s ...string) []mcp.Content {
+		out := []mcp.Content{}
+		for _, x := range s {
+			out = append(out, &mcp.TextContent{Text: x})
+		}
+		return out
+	}
+	marshal := func(id json.RawMessage, res any) []byte {
+		b, err := json.Marshal(struct {
+			JSONRPC string          `json:"jsonrpc"`
+			ID      json.RawMessage `json:"id"`
+			Result  any             `json:"result,omitempty"`
+		}{"2.0", id, res})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	written := []struct {
+		id  string
+		res *mcp.CallToolResult
+	}{
+		{`7`, &mcp.CallToolResult{Content: text("Echo: hi")}},
+		{`"s-1"`, &mcp.CallToolResult{Content: text(`{"sum":5}`), StructuredContent: json.RawMessage(` { "sum" : 5 } `)}},
+		{`123456789012345678`, &mcp.CallToolResult{Content: text("a\nb\t\"c\" \\ \x01 é <b>&amp; \u2028\u2029 \xff end", ""), IsError: true}},
+		{`0`, &mcp.CallToolResult{Content: []mcp.Content{}}},
+		{`"x"`, &mcp.CallToolResult{Content: text("one", "two", "three"), StructuredContent: json.RawMessage(`{"a":[1,2,{"b":null}],"c":"\u00e9"}`)}},
+	}
+	for _, c := range written {
+		got, ok := appendPlainResponse(nil, json.RawMessage(c.id), c.res)
+		if !ok {
+			t.Errorf("%s %+v: declined, want written", c.id, c.res)
+			continue
+		}
+		if want := marshal(json.RawMessage(c.id), c.res); !bytes.Equal(got, want) {
+			t.Errorf("%s:\ngot  %s\nwant %s", c.id, got, want)
+		}
+	}
+	declined := []struct {
+		id  string
+		res any
+	}{
+		{`-1`, &mcp.CallToolResult{Content: text("x")}},
+		{`1.5`, &mcp.CallToolResult{Content: text("x")}},
+		{`"<id>"`, &mcp.CallToolResult{Content: text("x")}},
+		{`"a\u0062"`, &mcp.CallToolResult{Content: text("x")}},
+		{`1`, &mcp.CallToolResult{Content: text("x"), Meta: mcp.Meta{"k": "v"}}},
+		{`1`, &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "x", Annotations: &mcp.Annotations{Priority: 1}}}}},
+		{`1`, &mcp.CallToolResult{Content: []mcp.Content{&mcp.ImageContent{Data: []byte("x"), MIMEType: "image/png"}}}},
+		{`1`, &mcp.CallToolResult{Content: text("x"), StructuredContent: map[string]any{"a": 1}}},
+		{`1`, &mcp.CallToolResult{Content: text("x"), StructuredContent: json.RawMessage(`{"a":"<b>"}`)}},
+		{`1`, &mcp.CallToolResult{Content: text("x"), StructuredContent: json.RawMessage(`{"a":`)}},
+		{`1`, &mcp.CallToolResult{Content: text("x"), StructuredContent: json.RawMessage(nil)}},
+		{`1`, nil},
+	}
+	for _, c := range declined {
+		if got, ok := appendPlainResponse(nil, json.RawMessage(c.id), c.res); ok {
+			t.Errorf("%s %+v: written %s, want declined", c.id, c.res, got)
+		}
+	}
+}
+
+// TestScanLeanCallIsUnmarshal: a message scanLeanCall and scanCallParams
+// read is read as json.Unmarshal reads it, and the ones they decline
+// (other spellings, repeated keys, escapes, more keys) are left to it.
+func TestScanLeanCallIsUnmarshal(t *testing.T) {
+	for _, c := range []struct {
+		body string
+		ok   bool
+	}{
+		{`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"demo.add","arguments":{"a":1}}}`, true},
+		{` { "params" : { "arguments" : null , "name" : "x" } , "method" : "tools/call" , "id" : "s" , "jsonrpc" : "2.0" } `, true},
+		{`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"x"}}`, true},
+		{`{"jsonrpc":"2.0","id":7,"Method":"tools/call","params":{"name":"x"}}`, false},
+		{`{"jsonrpc":"2.0","id":7,"method":"tools/call","method":"tools/list"}`, false},
+		{`{"jsonrpc":"2.0","id":7,"method":"tools\/call","params":{"name":"x"}}`, false},
+		{`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"x"},"extra":true}`, false},
+		{`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"x\u0041"}}`, true}, // the message scans; its params do not
+		{`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"x","_meta":{}}}`, true},
+		{`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"x"}`, false},
+		{`{"jsonrpc":"2.0","id":7,"method":"\xff","params":{}}`, false},
+	} {
+		got, ok := scanLeanCall([]byte(bytes.TrimSpace([]byte(c.body))))
+		if ok != c.ok {
+			t.Errorf("%s: scanned %v, want %v", c.body, ok, c.ok)
+			continue
+		}
+		if !ok {
+			continue
+		}
+		var want leanCall
+		if err := json.Unmarshal([]byte(c.body), &want); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%s:\nscanned   %+v\nunmarshal %+v", c.body, got, want)
+		}
+		p, plain := scanCallParams(got.Params)
+		var wantP mcp.CallToolParamsRaw
+		if err := json.Unmarshal(got.Params, &wantP); err != nil {
+			t.Fatal(err)
+		}
+		if plain && !reflect.DeepEqual(*p, wantP) {
+			t.Errorf("%s params:\nscanned   %+v\nunmarshal %+v", c.body, *p, wantP)
+		}
+		if plain && (bytes.Contains(got.Params, []byte(`\u`)) || bytes.Contains(got.Params, []byte(`_meta`))) {
+			t.Errorf("%s: params scanned, want them left to json.Unmarshal", c.body)
+		}
+	}
+	for _, c := range []struct {
+		raw, key string
+		ok       bool
+	}{
+		{`7`, "n:7", true}, {`0`, "n:0", true}, {`-3`, "n:-3", true}, {`1.50`, "n:1.50", true},
+		{`"s-1"`, "s:s-1", true}, {`"\u0031"`, "s:1", true}, {`null`, "", false}, {`{}`, "", false}, {``, "", false},
+	} {
+		key, ok := compactID(json.RawMessage(c.raw))
+		if key != c.key || ok != c.ok {
+			t.Errorf("compactID(%s) = %q, %v; want %q, %v", c.raw, key, ok, c.key, c.ok)
+		}
 	}
 }

@@ -200,3 +200,43 @@ func Unescaped(s string, escapeHTML bool) bool {
 	}
 	return true
 }
+
+// AppendMarshaledString appends s to b as json.Marshal writes it: as it
+// is between quotes when Unescaped (with HTML escaping), else through
+// json.Marshal itself, so that the bytes are always its own.
+func AppendMarshaledString(b []byte, s string) []byte {
+	if Unescaped(s, true) {
+		b = append(b, '"')
+		b = append(b, s...)
+		return append(b, '"')
+	}
+	m, _ := json.Marshal(s) // a string always encodes
+	return append(b, m...)
+}
+
+// AppendTextBlock appends the MCP text content block of text, the i-th
+// of a list (a comma before all but the first), as json.Marshal writes
+// the go-sdk's TextContent without annotations or _meta.
+func AppendTextBlock(b []byte, i int, text string) []byte {
+	if i > 0 {
+		b = append(b, ',')
+	}
+	b = append(b, `{"type":"text","text":`...)
+	b = AppendMarshaledString(b, text)
+	return append(b, '}')
+}
+
+// AppendMarshaledRaw appends raw as json.Marshal writes a
+// json.RawMessage: compacted. False, b as it was, when raw does not
+// compact or holds what json.Marshal would escape in it (<, >, &,
+// U+2028, U+2029).
+func AppendMarshaledRaw(b, raw []byte) ([]byte, bool) {
+	if bytes.ContainsAny(raw, "<>&\u2028\u2029") {
+		return b, false
+	}
+	buf := bytes.NewBuffer(b)
+	if json.Compact(buf, raw) != nil {
+		return b, false
+	}
+	return buf.Bytes(), true
+}

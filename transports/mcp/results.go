@@ -99,6 +99,9 @@ func toolResult(s *server, tool string, res *sdk.CallToolResult) (*utcp.Result, 
 // encode. Protocol bookkeeping of the session it came over (resultType,
 // multi-round-trip input requests) is no part of it.
 func nativeResult(res *sdk.CallToolResult) json.RawMessage {
+	if b, ok := plainNativeResult(res); ok {
+		return b
+	}
 	content := res.Content
 	if content == nil {
 		content = []sdk.Content{}
@@ -113,6 +116,30 @@ func nativeResult(res *sdk.CallToolResult) json.RawMessage {
 		return nil
 	}
 	return b
+}
+
+// plainNativeResult is nativeResult, written without encoding/json, for
+// a result of text blocks alone (no annotations or _meta on them, no
+// _meta or structuredContent on it): the result plainToolResult reads.
+// False for any other.
+func plainNativeResult(res *sdk.CallToolResult) (json.RawMessage, bool) {
+	if res.Meta != nil || res.StructuredContent != nil {
+		return nil, false
+	}
+	b := make([]byte, 0, 64)
+	b = append(b, `{"content":[`...)
+	for i, c := range res.Content {
+		t, ok := c.(*sdk.TextContent)
+		if !ok || t.Meta != nil || t.Annotations != nil {
+			return nil, false
+		}
+		b = jsonx.AppendTextBlock(b, i, t.Text)
+	}
+	b = append(b, ']')
+	if res.IsError {
+		b = append(b, `,"isError":true`...)
+	}
+	return append(b, '}'), true
 }
 
 // joinedText joins the text blocks of content with newlines.

@@ -164,3 +164,53 @@ type nopWriteCloser struct{}
 
 func (nopWriteCloser) Write(p []byte) (int, error) { return len(p), nil }
 func (nopWriteCloser) Close() error                { return nil }
+
+// TestPlainNativeResultIsMarshals: the native result of text blocks is
+// written byte for byte as json.Marshal writes it (every escape, no
+// blocks, isError), and any other result is left to json.Marshal.
+func TestPlainNativeResultIsMarshals(t *testing.T) {
+	marshal := func(res *sdk.CallToolResult) []byte {
+		content := res.Content
+		if content == nil {
+			content = []sdk.Content{}
+		}
+		b, err := json.Marshal(struct {
+			Meta              sdk.Meta      `json:"_meta,omitempty"`
+			Content           []sdk.Content `json:"content"`
+			StructuredContent any           `json:"structuredContent,omitempty"`
+			IsError           bool          `json:"isError,omitempty"`
+		}{res.Meta, content, res.StructuredContent, res.IsError})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	for _, res := range []*sdk.CallToolResult{
+		{Content: []sdk.Content{&sdk.TextContent{Text: "Echo: hi"}}},
+		{Content: []sdk.Content{&sdk.TextContent{Text: "a\n\"b\" <c> & \u2028 \xfe é"}, &sdk.TextContent{}}, IsError: true},
+		{Content: []sdk.Content{}},
+		{},
+	} {
+		got, ok := plainNativeResult(res)
+		if !ok {
+			t.Errorf("%+v: declined", res)
+			continue
+		}
+		if want := marshal(res); !bytes.Equal(got, want) {
+			t.Errorf("got  %s\nwant %s", got, want)
+		}
+		if !bytes.Equal(nativeResult(res), got) {
+			t.Errorf("nativeResult %s, want %s", nativeResult(res), got)
+		}
+	}
+	for _, res := range []*sdk.CallToolResult{
+		{Content: []sdk.Content{&sdk.TextContent{Text: "x"}}, Meta: sdk.Meta{"k": 1}},
+		{Content: []sdk.Content{&sdk.TextContent{Text: "x"}}, StructuredContent: map[string]any{"a": 1}},
+		{Content: []sdk.Content{&sdk.TextContent{Text: "x", Meta: sdk.Meta{"k": 1}}}},
+		{Content: []sdk.Content{&sdk.ImageContent{Data: []byte("x"), MIMEType: "image/png"}}},
+	} {
+		if got, ok := plainNativeResult(res); ok {
+			t.Errorf("%+v: written %s, want declined", res, got)
+		}
+	}
+}
