@@ -161,10 +161,23 @@ type leanCall struct {
 	Params  json.RawMessage `json:"params"`
 }
 
+// decodeLeanCall decodes the JSON-RPC 2.0 message t, scanned when it is
+// of the plain form (scanLeanCall), else with json.Unmarshal; false when
+// it does not decode or is not JSON-RPC 2.0.
+func decodeLeanCall(t []byte) (leanCall, bool) {
+	msg, ok := scanLeanCall(t)
+	if !ok && json.Unmarshal(t, &msg) != nil {
+		return msg, false
+	}
+	return msg, msg.JSONRPC == "2.0"
+}
+
 // scanLeanCall reads the JSON-RPC message t as json.Unmarshal into a
 // leanCall does, when t is valid JSON of the plain form: no key but
 // jsonrpc, id, method and params, each once and spelt exactly so, and
-// jsonrpc and method strings without escapes. False for anything else,
+// jsonrpc and method strings without escapes. id and params are copies,
+// as json.Unmarshal's are: the stdio front reuses its line buffer while
+// a call runs. False for anything else,
 // which json.Unmarshal then reads (a key in other case, say, which it
 // matches as well).
 func scanLeanCall(t []byte) (leanCall, bool) {
@@ -185,9 +198,9 @@ func scanLeanCall(t []byte) (leanCall, bool) {
 				msg.Method = string(text)
 			}
 		case "id":
-			msg.ID = json.RawMessage(v)
+			msg.ID = bytes.Clone(v)
 		case "params":
-			msg.Params = json.RawMessage(v)
+			msg.Params = bytes.Clone(v)
 		default:
 			return false
 		}
@@ -237,11 +250,8 @@ func (s *Server) serveLean(w http.ResponseWriter, r *http.Request, e *jsonSessio
 	if len(t) == 0 || t[0] != '{' {
 		return false // a batch, or not JSON: the SDK answers
 	}
-	msg, ok := scanLeanCall(t)
-	if !ok && json.Unmarshal(t, &msg) != nil {
-		return false
-	}
-	if msg.JSONRPC != "2.0" {
+	msg, ok := decodeLeanCall(t)
+	if !ok {
 		return false
 	}
 	switch msg.Method {

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"io"
 	"sync"
@@ -129,8 +128,8 @@ func (l *leanStdin) serve(line []byte) bool {
 	if len(t) == 0 || t[0] != '{' || !bytes.Contains(t, []byte(`"tools/call"`)) && !bytes.Contains(t, []byte(`"notifications/cancelled"`)) {
 		return false
 	}
-	var msg leanCall
-	if json.Unmarshal(t, &msg) != nil || msg.JSONRPC != "2.0" {
+	msg, ok := decodeLeanCall(t)
+	if !ok {
 		return false
 	}
 	switch msg.Method {
