@@ -202,7 +202,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 
 	// Reviews and the audit log live in the same store.
 	if reviewStore == nil {
-		reviewStore, auditStore = guardStores(d.store)
+		reviewStore, auditStore = guardStores(d.store, s)
 	}
 	d.reviews = review.NewQueue(reviewStore, review.Options{Timeout: s.EffectiveReviewTimeout(), DispatchTimeout: s.DefaultTimeout,
 		Retention: s.EffectiveAuditRetention(), Logger: log.With("component", "reviews"), Replica: replica})

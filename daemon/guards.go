@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"math"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -201,13 +202,28 @@ func GuardProblem(path string, err error) error {
 	return errors.New(path + ": " + err.Error())
 }
 
+// MemoryAuditRecords is how many audit records a daemon without a data
+// directory keeps in memory when audit_max_rows does not say: about
+// 60 MB of records at a kilobyte or so each.
+const MemoryAuditRecords = 50_000
+
 // guardStores returns the review and audit stores that go with the
-// manual store st: the same SQLite database, or memory.
-func guardStores(st registry.Store) (review.Store, audit.Store) {
+// manual store st: the same SQLite database, or memory, where the audit
+// log keeps the newest audit_max_rows records (MemoryAuditRecords
+// unless set).
+func guardStores(st registry.Store, s *Settings) (review.Store, audit.Store) {
 	if db, ok := st.(*sqlite.Store); ok {
 		return db.Reviews(), db.Audit()
 	}
-	return review.NewMemStore(), audit.NewMemStore()
+	return review.NewMemStore(), audit.NewBoundedMemStore(memoryAuditMax(s))
+}
+
+// memoryAuditMax is the bound of the in-memory audit log.
+func memoryAuditMax(s *Settings) int {
+	if s.AuditMaxRows > 0 && s.AuditMaxRows < math.MaxInt32 {
+		return int(s.AuditMaxRows)
+	}
+	return MemoryAuditRecords
 }
 
 // closeReviews stops the review dispatcher, letting the calls it runs

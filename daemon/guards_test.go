@@ -8,9 +8,11 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/utcpd/utcpd/gateway/audit"
 	"github.com/utcpd/utcpd/guard"
 	"github.com/utcpd/utcpd/manuals"
 )
@@ -144,5 +146,27 @@ func TestRestartOnlyGatewayChanged(t *testing.T) {
 		if got := restartOnlyGatewayChanged(json.RawMessage(tc.a), json.RawMessage(tc.b)); got != tc.want {
 			t.Errorf("%s vs %s: %v, want %v", tc.a, tc.b, got, tc.want)
 		}
+	}
+}
+
+// TestMemoryAuditBound: without a data dir the audit log in memory is
+// bounded: by audit_max_rows when set, else by MemoryAuditRecords.
+func TestMemoryAuditBound(t *testing.T) {
+	for _, c := range []struct {
+		rows int64
+		want int
+	}{{0, MemoryAuditRecords}, {-1, MemoryAuditRecords}, {500, 500}, {1_000_000, 1_000_000}, {1 << 40, MemoryAuditRecords}} {
+		if got := memoryAuditMax(&Settings{AuditMaxRows: c.rows}); got != c.want {
+			t.Errorf("audit_max_rows %d: bound %d, want %d", c.rows, got, c.want)
+		}
+	}
+	_, st := guardStores(nil, &Settings{AuditMaxRows: 3})
+	for i := range 10 {
+		if err := st.Append(t.Context(), []audit.Record{{Time: time.Now(), Tool: "t", Decision: "allow", Outcome: "ok", Steps: []audit.Step{}}}); err != nil {
+			t.Fatal(i, err)
+		}
+	}
+	if got, err := st.Query(t.Context(), audit.Query{}); err != nil || len(got) != 3 {
+		t.Errorf("after 10 records: %d kept (%v), want 3", len(got), err)
 	}
 }

@@ -2,6 +2,7 @@ package audit_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -12,6 +13,10 @@ import (
 
 func TestMemStore(t *testing.T) {
 	audittest.Run(t, func(*testing.T) audit.Store { return audit.NewMemStore() })
+}
+
+func TestBoundedMemStoreConformance(t *testing.T) {
+	audittest.Run(t, func(*testing.T) audit.Store { return audit.NewBoundedMemStore(10_000) })
 }
 
 // slowStore blocks every Append until release is closed.
@@ -117,5 +122,33 @@ func TestWriterRetentionPrunes(t *testing.T) {
 	got, _ := st.Query(t.Context(), audit.Query{})
 	if len(got) != 1 || got[0].Tool != "new" || w.Pruned() != 2 {
 		t.Errorf("after pruning: %v, pruned %d; want only \"new\", 2 pruned", got, w.Pruned())
+	}
+}
+
+// TestBoundedMemStore: a bounded MemStore keeps the newest records only,
+// however many are appended, with their ids going on; Query never sees
+// more than the bound.
+func TestBoundedMemStore(t *testing.T) {
+	s := audit.NewBoundedMemStore(8)
+	base := time.Now()
+	var last int64
+	for i := range 100 {
+		if err := s.Append(t.Context(), []audit.Record{{Time: base.Add(time.Duration(i)), Tool: fmt.Sprintf("t%d", i), Decision: "allow", Outcome: "ok", Steps: []audit.Step{}}}); err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.Query(t.Context(), audit.Query{Limit: 100})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := min(i+1, 8); len(got) != want {
+			t.Fatalf("after %d appends: %d records, want %d", i+1, len(got), want)
+		}
+		if got[0].Tool != fmt.Sprintf("t%d", i) || got[0].ID <= last {
+			t.Fatalf("after %d appends: newest %s id %d (previous id %d)", i+1, got[0].Tool, got[0].ID, last)
+		}
+		last = got[0].ID
+		if oldest := got[len(got)-1].Tool; oldest != fmt.Sprintf("t%d", max(0, i-7)) {
+			t.Fatalf("after %d appends: oldest kept %s", i+1, oldest)
+		}
 	}
 }

@@ -14,6 +14,7 @@ type MemStore struct {
 	mu     sync.RWMutex
 	recs   []Record // in ID order
 	nextID int64
+	max    int // > 0: only the newest max records are kept
 }
 
 var (
@@ -23,6 +24,12 @@ var (
 
 // NewMemStore returns an empty MemStore.
 func NewMemStore() *MemStore { return &MemStore{nextID: 1} }
+
+// NewBoundedMemStore returns an empty MemStore that keeps only the
+// newest max records: each Append forgets the oldest beyond them, so
+// that the memory it holds is bounded between prunes whatever the call
+// rate (max ≤ 0: no bound, as NewMemStore).
+func NewBoundedMemStore(max int) *MemStore { return &MemStore{nextID: 1, max: max} }
 
 // Append stores copies of recs.
 func (s *MemStore) Append(ctx context.Context, recs []Record) error {
@@ -42,6 +49,15 @@ func (s *MemStore) Append(ctx context.Context, recs []Record) error {
 		s.nextID++
 		s.recs = append(s.recs, c)
 	}
+	// Past the bound, the oldest are forgotten a quarter of it at a
+	// time (one copy per max/4 records, not one per record); Query sees
+	// only the newest max meanwhile.
+	if s.max > 0 && len(s.recs) > s.max+s.max/4 {
+		n := len(s.recs) - s.max
+		copy(s.recs, s.recs[n:])
+		clear(s.recs[s.max:])
+		s.recs = s.recs[:s.max]
+	}
 	return nil
 }
 
@@ -54,7 +70,11 @@ func (s *MemStore) Query(ctx context.Context, q Query) ([]Record, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	out := []Record{}
-	for i := len(s.recs) - 1; i >= 0 && len(out) < limit; i-- {
+	floor := 0
+	if s.max > 0 && len(s.recs) > s.max {
+		floor = len(s.recs) - s.max
+	}
+	for i := len(s.recs) - 1; i >= floor && len(out) < limit; i-- {
 		if q.Match(&s.recs[i]) {
 			out = append(out, s.recs[i].Clone())
 		}
