@@ -102,6 +102,12 @@ func nativeResult(res *sdk.CallToolResult) json.RawMessage {
 	if b, ok := plainNativeResult(res); ok {
 		return b
 	}
+	return marshalNativeResult(res)
+}
+
+// marshalNativeResult is nativeResult through encoding/json, for any
+// result.
+func marshalNativeResult(res *sdk.CallToolResult) json.RawMessage {
 	content := res.Content
 	if content == nil {
 		content = []sdk.Content{}

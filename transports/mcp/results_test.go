@@ -169,22 +169,6 @@ func (nopWriteCloser) Close() error                { return nil }
 // written byte for byte as json.Marshal writes it (every escape, no
 // blocks, isError), and any other result is left to json.Marshal.
 func TestPlainNativeResultIsMarshals(t *testing.T) {
-	marshal := func(res *sdk.CallToolResult) []byte {
-		content := res.Content
-		if content == nil {
-			content = []sdk.Content{}
-		}
-		b, err := json.Marshal(struct {
-			Meta              sdk.Meta      `json:"_meta,omitempty"`
-			Content           []sdk.Content `json:"content"`
-			StructuredContent any           `json:"structuredContent,omitempty"`
-			IsError           bool          `json:"isError,omitempty"`
-		}{res.Meta, content, res.StructuredContent, res.IsError})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return b
-	}
 	for _, res := range []*sdk.CallToolResult{
 		{Content: []sdk.Content{&sdk.TextContent{Text: "Echo: hi"}}},
 		{Content: []sdk.Content{&sdk.TextContent{Text: "a\n\"b\" <c> & \u2028 \xfe é"}, &sdk.TextContent{}}, IsError: true},
@@ -196,7 +180,7 @@ func TestPlainNativeResultIsMarshals(t *testing.T) {
 			t.Errorf("%+v: declined", res)
 			continue
 		}
-		if want := marshal(res); !bytes.Equal(got, want) {
+		if want := marshalNativeResult(res); !bytes.Equal(got, want) {
 			t.Errorf("got  %s\nwant %s", got, want)
 		}
 		if !bytes.Equal(nativeResult(res), got) {
