@@ -203,8 +203,8 @@ func GuardProblem(path string, err error) error {
 }
 
 // MemoryAuditRecords is how many audit records a daemon without a data
-// directory keeps in memory when audit_max_rows does not say: about
-// 60 MB of records at a kilobyte or so each.
+// directory keeps in memory when audit_max_rows does not say: some tens
+// of megabytes, at about a kilobyte a record.
 const MemoryAuditRecords = 50_000
 
 // guardStores returns the review and audit stores that go with the

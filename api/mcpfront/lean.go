@@ -177,9 +177,8 @@ func decodeLeanCall(t []byte) (leanCall, bool) {
 // jsonrpc, id, method and params, each once and spelt exactly so, and
 // jsonrpc and method strings without escapes. id and params are copies,
 // as json.Unmarshal's are: the stdio front reuses its line buffer while
-// a call runs. False for anything else,
-// which json.Unmarshal then reads (a key in other case, say, which it
-// matches as well).
+// a call runs. False for anything else, which json.Unmarshal then reads
+// (a key in other case, say, which it matches as well).
 func scanLeanCall(t []byte) (leanCall, bool) {
 	var msg leanCall
 	if !json.Valid(t) {
@@ -487,9 +486,10 @@ func acceptsBoth(values []string) (jsonOK, streamOK bool) {
 	return
 }
 
-// plainInteger is t when it is a JSON integer of at most 18 digits
-// without a sign or a leading zero (json.Unmarshal reads it as the same
-// float64 and compactID keys it by its text).
+// plainInteger is t when it is a JSON integer of at most 18 digits,
+// without a sign or a leading zero: json.Unmarshal reads every such
+// integer into a float64 without error, so compactID keys it as it would
+// through json.Unmarshal, and json.Marshal writes it as it is.
 func plainInteger(t []byte) (string, bool) {
 	if len(t) == 0 || len(t) > 18 || (t[0] == '0' && len(t) > 1) {
 		return "", false
