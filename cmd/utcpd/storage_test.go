@@ -197,6 +197,29 @@ func TestStoreUnwritable(t *testing.T) {
 	}
 }
 
+// TestMemoryAuditBounded: without a data dir, a caller cannot grow the
+// daemon's memory with calls: the in-memory audit log keeps only the
+// newest audit_max_rows records, at once (not at the prune interval),
+// while every record is still counted as written.
+func TestMemoryAuditBounded(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "utcpd.json"), `{"manual_call_templates": [{"name": "t", "call_template_type": "text", "content": "{\"utcp_version\": \"1.1.0\", \"tools\": [{\"name\": \"hi\", \"inputs\": {\"type\": \"object\"}, \"tool_call_template\": {\"call_template_type\": \"text\", \"content\": \"\\\"hi\\\"\"}}]}"}],
+		"gateway": {"audit_max_rows": 4}}`)
+	d := startDaemon(t, daemonOpts{dir: dir, args: []string{"--data-dir", ""}})
+	for range 20 {
+		if status, _ := callTool(t, d, "t.hi", `{}`); status != http.StatusOK {
+			t.Fatalf("call: %d", status)
+		}
+	}
+	eventually(t, 30*time.Second, "20 audit records written", func() bool {
+		return strings.Contains(metricsText(t, d), "utcpd_audit_records_written_total 20\n")
+	})
+	if n := len(auditTimes(t, d, "t.hi")); n != 4 {
+		t.Errorf("%d audit records kept in memory, want the newest 4", n)
+	}
+}
+
 // TestAuditSizeSettings: audit_max_rows and audit_max_bytes are read from
 // the gateway section (non-negative integers), and the daemon keeps only
 // the newest audit_max_rows records (trimmed at start and every prune
