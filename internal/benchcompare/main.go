@@ -256,8 +256,15 @@ func run(ctx context.Context, o options) error {
 		}
 	}()
 
-	fmt.Fprintf(o.out, "utcpd built from %s; %d round(s) of %v per target; load generator %s\n",
-		root, o.rounds, o.duration, map[bool]string{true: "hey", false: "internal/loadgen"}[hey != ""])
+	var gens []string
+	if doREST {
+		gens = append(gens, map[bool]string{true: "hey", false: "internal/loadgen"}[hey != ""]+" (REST)")
+	}
+	if doMCP {
+		gens = append(gens, "the go-sdk client (MCP)")
+	}
+	fmt.Fprintf(o.out, "utcpd built from %s; %d round(s) of %v per target; load generators %s\n",
+		root, o.rounds, o.duration, strings.Join(gens, ", "))
 	fmt.Fprintf(o.out, "load average at start: %s\n", strings.TrimSpace(readFile("/proc/loadavg")))
 
 	if doREST {
