@@ -11,7 +11,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -21,11 +20,13 @@ import (
 )
 
 // The lean path: a tools/call on a JSON session (jsonSession) is served
-// here, in front of the SDK's handler, decoded with encoding/json into a
-// small struct and answered with the same call code the SDK's tool
-// handler runs (serveTool, through scopeMiddleware), because the SDK
-// decodes every JSON-RPC value with a decoder that allocates a 32 KiB
-// buffer. Whatever is not exactly such a call (a batch, another method,
+// here, in front of the SDK's handler, decoded into a small struct
+// (scanned when it is of the plain form, else with encoding/json) and
+// answered with the same call code the SDK's tool handler runs
+// (serveTool, through scopeMiddleware), because the SDK decodes every
+// JSON-RPC value with a decoder that allocates a 32 KiB buffer. A result
+// of text blocks is written by appending, byte for byte as json.Marshal
+// would (appendPlainResponse). Whatever is not exactly such a call (a batch, another method,
 // a progress token, per-request protocol metadata, an unknown tool, a
 // body that does not decode, a header the SDK would refuse) goes to the
 // SDK unchanged. A notifications/cancelled naming a call in flight here
@@ -185,17 +186,12 @@ func scanLeanCall(t []byte) (leanCall, bool) {
 		return msg, false
 	}
 	ok := jsonx.EachField(t, 0, func(k, v []byte) bool {
+		ok := true
 		switch string(k) {
-		case "jsonrpc", "method":
-			text, plain := jsonx.PlainString(v)
-			if !plain || !utf8.Valid(text) {
-				return false
-			}
-			if k[0] == 'j' {
-				msg.JSONRPC = string(text)
-			} else {
-				msg.Method = string(text)
-			}
+		case "jsonrpc":
+			msg.JSONRPC, ok = jsonx.PlainText(v)
+		case "method":
+			msg.Method, ok = jsonx.PlainText(v)
 		case "id":
 			msg.ID = bytes.Clone(v)
 		case "params":
@@ -203,7 +199,7 @@ func scanLeanCall(t []byte) (leanCall, bool) {
 		default:
 			return false
 		}
-		return true
+		return ok
 	})
 	return msg, ok
 }
@@ -339,19 +335,16 @@ func (s *Server) leanParams(msg leanCall) (*mcp.CallToolParamsRaw, published, bo
 func scanCallParams(raw json.RawMessage) (*mcp.CallToolParamsRaw, bool) {
 	p := &mcp.CallToolParamsRaw{}
 	ok := jsonx.EachField(raw, 0, func(k, v []byte) bool {
+		ok := true
 		switch string(k) {
 		case "name":
-			text, plain := jsonx.PlainString(v)
-			if !plain || !utf8.Valid(text) {
-				return false
-			}
-			p.Name = string(text)
+			p.Name, ok = jsonx.PlainText(v)
 		case "arguments":
 			p.Arguments = json.RawMessage(v)
 		default:
 			return false
 		}
-		return true
+		return ok
 	})
 	return p, ok
 }
@@ -374,6 +367,12 @@ func (s *Server) leanRun(ctx context.Context, ss *mcp.ServerSession, msg leanCal
 		return res, nil
 	})
 	res, err := h(ctx, "tools/call", req)
+	s.leanServed.Add(1)
+	if err == nil {
+		if data, ok := appendPlainResponse(make([]byte, 0, 256), msg.ID, res); ok {
+			return data
+		}
+	}
 	out := struct {
 		JSONRPC string          `json:"jsonrpc"`
 		ID      json.RawMessage `json:"id"`
@@ -385,18 +384,11 @@ func (s *Server) leanRun(ctx context.Context, ss *mcp.ServerSession, msg leanCal
 	} else {
 		out.Result = res
 	}
-	if err == nil {
-		if data, ok := appendPlainResponse(make([]byte, 0, 256), msg.ID, res); ok {
-			s.leanServed.Add(1)
-			return data
-		}
-	}
 	data, merr := json.Marshal(out)
 	if merr != nil {
 		out.Result, out.Error = nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: merr.Error()}
 		data, _ = json.Marshal(out)
 	}
-	s.leanServed.Add(1)
 	return data
 }
 
@@ -441,8 +433,8 @@ func compactID(raw json.RawMessage) (string, bool) {
 	if n, ok := plainInteger(t); ok {
 		return "n:" + n, true
 	}
-	if text, ok := jsonx.PlainString(t); ok && utf8.Valid(text) {
-		return "s:" + string(text), true
+	if text, ok := jsonx.PlainText(t); ok {
+		return "s:" + text, true
 	}
 	var v any
 	if json.Unmarshal(t, &v) != nil {

@@ -5,7 +5,9 @@
 // (ArgString), whether an object sets a field to null (ExplicitNull), and
 // the excerpt of a payload quoted in an error message (Excerpt), and a
 // scanner over the fields and elements of valid JSON (EachField,
-// EachElement, SkipValue, PlainString) for the hot MCP paths.
+// EachElement, SkipValue, PlainString, PlainText) and appenders that
+// write what json.Marshal writes (AppendMarshaledString, AppendTextBlock,
+// AppendMarshaledRaw) for the hot MCP paths.
 package jsonx
 
 import (

@@ -3,6 +3,7 @@ package jsonx
 import (
 	"bytes"
 	"encoding/json"
+	"unicode/utf8"
 )
 
 // The scanner below walks JSON that json.Valid has accepted, to read a
@@ -153,6 +154,17 @@ func PlainString(v []byte) ([]byte, bool) {
 		return nil, false
 	}
 	return v[1 : len(v)-1], true
+}
+
+// PlainText is the text of a JSON string without escapes and of valid
+// UTF-8, as json.Unmarshal reads it; false for any other value (which
+// json.Unmarshal may still read: an escape, or bytes it would replace).
+func PlainText(v []byte) (string, bool) {
+	text, ok := PlainString(v)
+	if !ok || !utf8.Valid(text) {
+		return "", false
+	}
+	return string(text), true
 }
 
 // TextBlock returns the text of an MCP text content block,

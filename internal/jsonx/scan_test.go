@@ -126,3 +126,28 @@ func TestUnescaped(t *testing.T) {
 		}
 	}
 }
+
+// TestPlainText: the text of a plain string is what json.Unmarshal
+// reads; anything it would read otherwise (an escape, invalid UTF-8) or
+// not as a string is declined.
+func TestPlainText(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want string
+		ok   bool
+	}{
+		{`"tools/call"`, "tools/call", true}, {`""`, "", true}, {`"é <b>"`, "é <b>", true},
+		{`"a\u0062"`, "", false}, {"\"\xff\"", "", false}, {`7`, "", false}, {`null`, "", false}, {`"`, "", false},
+	} {
+		got, ok := jsonx.PlainText([]byte(c.in))
+		if got != c.want || ok != c.ok {
+			t.Errorf("PlainText(%s) = %q, %v; want %q, %v", c.in, got, ok, c.want, c.ok)
+		}
+		if ok {
+			var u string
+			if err := json.Unmarshal([]byte(c.in), &u); err != nil || u != got {
+				t.Errorf("PlainText(%s) = %q, json.Unmarshal %q (%v)", c.in, got, u, err)
+			}
+		}
+	}
+}
